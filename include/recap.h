@@ -1,0 +1,231 @@
+/*
+ * recap.h — the whole public C ABI of recap.
+ *
+ * Conventions: every call returns recap_status_t (RECAP_OK = 0, errors negative); outputs come
+ * last and are written only on success; on failure recap_last_error() holds a message for the
+ * calling thread. Handles are opaque.
+ */
+#ifndef RECAP_H
+#define RECAP_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "recap/philox.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* librecap is built with hidden visibility; only RECAP_API functions are exported (and the
+ * linker version script gives them the RECAP_1.0 version). */
+#define RECAP_API __attribute__((visibility("default")))
+
+/* ---------------------------------------------------------------- status, version, errors */
+
+typedef enum recap_status {
+    RECAP_OK = 0,
+    RECAP_ERR_INVALID_ARG = -1,      /* NULL handle or pointer, bad value */
+    RECAP_ERR_NO_MEMORY = -2,        /* host or device allocation failed */
+    RECAP_ERR_NO_DRIVER = -3,        /* no CUDA driver could be loaded */
+    RECAP_ERR_NO_DEVICE = -4,        /* no such CUDA device */
+    RECAP_ERR_WRONG_DEVICE = -5,     /* buffer or stream belongs to another device */
+    RECAP_ERR_CUDA = -6,             /* a CUDA driver call failed (message names it) */
+    RECAP_ERR_MISALIGNED = -7,       /* Philox offset not a multiple of 4 */
+    RECAP_ERR_NOT_FOUND = -8,        /* unknown name */
+    RECAP_ERR_EXISTS = -9,           /* name already present */
+    RECAP_ERR_DUPLICATE_SEED = -10,  /* seed already used by this tracker */
+    RECAP_ERR_STATE = -11,           /* call not allowed in the object's current state/order */
+    RECAP_ERR_NOT_REGISTERED = -12,  /* generator not primed for the running capture */
+    RECAP_ERR_CORRUPT = -13,         /* serialized data damaged or truncated */
+    RECAP_ERR_VERSION = -14,         /* serialized data of an unknown format version */
+    RECAP_ERR_OPTIONS_DIFFER = -15,  /* already initialized with other options */
+    RECAP_ERR_UNSUPPORTED = -16,     /* not supported by this build, driver or device */
+    RECAP_ERR_BUSY = -17             /* resource held by someone else (e.g. CUPTI) */
+} recap_status_t;
+
+/* (major << 16) | minor of the ABI this library implements. */
+RECAP_API int recap_abi_version(void);
+RECAP_API const char *recap_version_string(void);
+/* Text for a status; never NULL. */
+RECAP_API const char *recap_strerror(recap_status_t status);
+/* The message of the calling thread's last failed call ("" when none). */
+RECAP_API const char *recap_last_error(void);
+
+/* ---------------------------------------------------------------- CUDA environment */
+
+/* Loads the CUDA driver if it is not loaded yet. RECAP_ERR_NO_DRIVER when there is none. */
+RECAP_API recap_status_t recap_driver_version(int *version_p);
+RECAP_API recap_status_t recap_device_count(int *count_p);
+/* Name, compute capability and total memory of a device. */
+RECAP_API recap_status_t recap_device_info(int device, char *name, size_t name_len, int *cc_major_p,
+                                 int *cc_minor_p, size_t *total_mem_p);
+
+/* Device memory through the driver, in the device's primary context: for hosts without an
+ * allocator of their own (the plain-C host operations), tools and tests. Copies are
+ * synchronous. */
+RECAP_API recap_status_t recap_device_alloc(int device, size_t bytes, void **ptr_p);
+RECAP_API recap_status_t recap_device_free(int device, void *ptr);
+RECAP_API recap_status_t recap_memcpy_to_device(int device, void *dst, const void *src, size_t bytes);
+RECAP_API recap_status_t recap_memcpy_to_host(int device, void *dst, const void *src, size_t bytes);
+
+/* ---------------------------------------------------------------- generators */
+
+typedef struct recap_generator *recap_generator_h;
+/* A CUDA stream (a CUstream or cudaStream_t; NULL is the legacy default stream). */
+typedef void *recap_stream_t;
+
+#define RECAP_DEVICE_HOST (-1)
+/* Generator state bytes: seed then offset, both little-endian uint64 (torch.cuda.get_rng_state). */
+#define RECAP_STATE_BYTES 16
+
+/* Creates a generator for a CUDA device (0..count-1) or the host (RECAP_DEVICE_HOST), seeded
+ * with 67280421310721 (PyTorch's default seed) at offset 0. */
+RECAP_API recap_status_t recap_generator_create(int device, recap_generator_h *gen_p);
+RECAP_API recap_status_t recap_generator_destroy(recap_generator_h gen);
+RECAP_API recap_status_t recap_generator_device(recap_generator_h gen, int *device_p);
+/* Seeds the generator and resets its offset to 0. */
+RECAP_API recap_status_t recap_generator_manual_seed(recap_generator_h gen, uint64_t seed);
+RECAP_API recap_status_t recap_generator_seed(recap_generator_h gen, uint64_t *seed_p);
+RECAP_API recap_status_t recap_generator_offset(recap_generator_h gen, uint64_t *offset_p);
+RECAP_API recap_status_t recap_generator_get_state(recap_generator_h gen, uint8_t state[RECAP_STATE_BYTES]);
+/* RECAP_ERR_MISALIGNED when the offset is not a multiple of 4; the generator is unchanged. */
+RECAP_API recap_status_t recap_generator_set_state(recap_generator_h gen,
+                                         const uint8_t state[RECAP_STATE_BYTES]);
+/* Reserves n values per thread for a kernel: fills *args with the arguments to draw with
+ * (curand_init(seed, thread, offset) layout) and advances the offset by round_up(n, 4). */
+RECAP_API recap_status_t recap_generator_reserve(recap_generator_h gen, uint64_t n,
+                                       recap_philox_args_t *args_p);
+
+/*
+ * Bulk fills. The words equal cuRAND's curandGenerate (PHILOX4_32_10, default ordering) with the
+ * generator's seed and generator offset 65536 * offset; floats equal curandGenerateUniform and
+ * doubles curandGenerateUniformDouble. The offset advances by 4 * ceil(words / 262144).
+ * Host generators fill host memory (stream ignored, must be NULL); device generators fill device
+ * memory of their device, asynchronously on `stream`. n = 0 is an error.
+ */
+RECAP_API recap_status_t recap_generator_fill_u32(recap_generator_h gen, recap_stream_t stream,
+                                        uint32_t *buf, size_t n);
+RECAP_API recap_status_t recap_generator_fill_uniform(recap_generator_h gen, recap_stream_t stream,
+                                            float *buf, size_t n);
+RECAP_API recap_status_t recap_generator_fill_uniform_double(recap_generator_h gen, recap_stream_t stream,
+                                                   double *buf, size_t n);
+
+/* ---------------------------------------------------------------- RNG state tracker */
+
+typedef struct recap_tracker *recap_tracker_h;
+typedef struct recap_states *recap_states_h;
+typedef struct recap_snapshot *recap_snapshot_h;
+/* Returned by fork, given back to unfork: identifies one fork so nesting is checked. */
+typedef uint64_t recap_fork_token_t;
+
+#define RECAP_RNG_DEFAULT "default-rng"
+#define RECAP_RNG_MODEL_PARALLEL "model-parallel-rng"
+#define RECAP_RNG_EXPERT_PARALLEL "expert-parallel-rng"
+#define RECAP_RNG_DATA_PARALLEL "data-parallel-rng"
+#define RECAP_RNG_GTP_REMAT "gtp-remat-rng"
+#define RECAP_RNG_EGTP_REMAT "egtp-remat-rng"
+/* Longest state name, in bytes, without the terminating NUL. */
+#define RECAP_NAME_MAX 127
+
+enum {
+    /* Named states are generator-state objects that stay valid inside a capture. */
+    RECAP_TRACKER_GRAPH_SAFE = 1u << 0,
+    /* add and set_states do nothing; fork is a plain pass-through. */
+    RECAP_TRACKER_INFERENCE = 1u << 1
+};
+
+typedef struct recap_tracker_params {
+    uint32_t flags;                   /* RECAP_TRACKER_* */
+    /* The generator the tracker drives (the framework's default generator). NULL: the tracker
+     * creates and owns one for `device`. */
+    recap_generator_h generator;
+    int device;                       /* used when generator is NULL; RECAP_DEVICE_HOST allowed */
+    /* Optional host (CPU) generator included in whole-state snapshots. */
+    recap_generator_h host_generator;
+} recap_tracker_params_t;
+
+RECAP_API recap_status_t recap_tracker_create(const recap_tracker_params_t *params, recap_tracker_h *tracker_p);
+RECAP_API recap_status_t recap_tracker_destroy(recap_tracker_h tracker);
+/* Empties the states and used seeds, marks the tracker uninitialized, current = default. */
+RECAP_API recap_status_t recap_tracker_reset(recap_tracker_h tracker);
+RECAP_API recap_status_t recap_tracker_is_initialized(recap_tracker_h tracker, int *initialized_p);
+RECAP_API recap_status_t recap_tracker_is_graph_safe(recap_tracker_h tracker, int *graph_safe_p);
+/* Adds a state equal to a generator freshly seeded with `seed`; does not disturb the current
+ * generator. Errors: RECAP_ERR_DUPLICATE_SEED, RECAP_ERR_EXISTS. */
+RECAP_API recap_status_t recap_tracker_add(recap_tracker_h tracker, const char *name, uint64_t seed);
+/* Installs the named state in the tracker's generator until the matching unfork. */
+RECAP_API recap_status_t recap_tracker_fork(recap_tracker_h tracker, const char *name,
+                                  recap_fork_token_t *token_p);
+/* Ends the innermost fork; RECAP_ERR_STATE when `token` is not the innermost one. */
+RECAP_API recap_status_t recap_tracker_unfork(recap_tracker_h tracker, recap_fork_token_t token);
+/* The generator the tracker drives (the one forks install states into). Not owned by caller. */
+RECAP_API recap_status_t recap_tracker_generator(recap_tracker_h tracker, recap_generator_h *gen_p);
+/* Name of the current state (RECAP_RNG_DEFAULT outside forks); valid until the next fork/unfork. */
+RECAP_API recap_status_t recap_tracker_current_name(recap_tracker_h tracker, const char **name_p);
+/* Copy of the whole name -> state map. */
+RECAP_API recap_status_t recap_tracker_get_states(recap_tracker_h tracker, recap_states_h *states_p);
+/* Replaces the map with a copy of `states`; marks the tracker initialized. */
+RECAP_API recap_status_t recap_tracker_set_states(recap_tracker_h tracker, recap_states_h states);
+
+RECAP_API recap_status_t recap_states_copy(recap_states_h states, recap_states_h *copy_p);
+RECAP_API recap_status_t recap_states_free(recap_states_h states);
+RECAP_API recap_status_t recap_states_count(recap_states_h states, size_t *count_p);
+/* The i-th name in insertion order; valid while `states` lives. */
+RECAP_API recap_status_t recap_states_name(recap_states_h states, size_t index, const char **name_p);
+RECAP_API recap_status_t recap_states_lookup(recap_states_h states, const char *name,
+                                   uint8_t state[RECAP_STATE_BYTES]);
+
+/* Converts a state's value form (16 bytes) to its graph-safe form (a generator object on the
+ * tracker's device with that state; the caller destroys it) and back. The current generator is
+ * not disturbed and the converted state continues the same sequence. */
+RECAP_API recap_status_t recap_state_to_graph_safe(recap_tracker_h tracker,
+                                         const uint8_t state[RECAP_STATE_BYTES],
+                                         recap_generator_h *gen_p);
+RECAP_API recap_status_t recap_state_from_graph_safe(recap_generator_h gen, uint8_t state[RECAP_STATE_BYTES]);
+
+/* Process-wide default tracker. initialize creates it (or, with force_reset, replaces it);
+ * a second initialize with different params returns RECAP_ERR_OPTIONS_DIFFER and keeps the
+ * existing tracker. get returns RECAP_ERR_STATE before initialize. */
+RECAP_API recap_status_t recap_default_tracker_initialize(const recap_tracker_params_t *params,
+                                                int force_reset, recap_tracker_h *tracker_p);
+RECAP_API recap_status_t recap_default_tracker_get(recap_tracker_h *tracker_p);
+
+/* ---------------------------------------------------------------- per-rank seeding */
+
+typedef struct recap_parallel_ranks {
+    int tp_rank, tp_size;                 /* tensor parallel */
+    int ep_rank, ep_size;                 /* expert parallel */
+    int etp_rank, etp_size;               /* expert tensor parallel */
+    int gtp_remat_rank, gtp_remat_size;   /* GTP rematerialization (state added when size > 1) */
+    int egtp_remat_rank, egtp_remat_size; /* expert GTP remat (state added when size > 1) */
+} recap_parallel_ranks_t;
+
+/* Megatron's model_parallel_cuda_manual_seed: resets the tracker, seeds its generator with
+ * `seed` and adds the data/model/expert-parallel (and remat) states. seed must be > 0 and every
+ * rank < its size (sizes >= 1). */
+RECAP_API recap_status_t recap_tracker_seed_parallel(recap_tracker_h tracker, int64_t seed,
+                                           const recap_parallel_ranks_t *ranks);
+
+/* ---------------------------------------------------------------- whole-state snapshots */
+
+/* A snapshot holds the host generator, the tracker's generator and every named state. */
+RECAP_API recap_status_t recap_snapshot_create(recap_snapshot_h *snap_p);
+RECAP_API recap_status_t recap_snapshot_destroy(recap_snapshot_h snap);
+/* Copies the tracker's whole RNG state into snap (no allocation once snap is large enough). */
+RECAP_API recap_status_t recap_snapshot_take(recap_tracker_h tracker, recap_snapshot_h snap);
+/* Restores exactly what take saw. All or nothing: on error the live state is untouched. */
+RECAP_API recap_status_t recap_snapshot_restore(recap_tracker_h tracker, recap_snapshot_h snap);
+/* Versioned little-endian byte form for training checkpoints. With buf NULL or too small,
+ * *len_p receives the size needed and RECAP_ERR_INVALID_ARG is returned when buf is too small. */
+RECAP_API recap_status_t recap_snapshot_serialize(recap_snapshot_h snap, void *buf, size_t cap,
+                                        size_t *len_p);
+/* Parses and validates a blob into snap; corrupt, truncated or foreign-version data is rejected
+ * and snap is left unchanged. */
+RECAP_API recap_status_t recap_snapshot_deserialize(const void *buf, size_t len, recap_snapshot_h snap);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* RECAP_H */

@@ -1,0 +1,49 @@
+# RECAP_CHECK_CUDA: find the CUDA toolkit (headers, nvcc, bin2c; cuRAND as a test reference).
+# librecap never links libcuda or cudart: it needs only cuda.h at build time and nvcc for its
+# own kernels, and dlopens the driver at run time (as libfabric's --enable-cuda-dlopen does).
+AC_DEFUN([RECAP_CHECK_CUDA], [
+  AC_ARG_WITH([cuda],
+    [AS_HELP_STRING([--with-cuda=DIR], [CUDA toolkit prefix (default: /usr/local/cuda, else nvcc on PATH)])],
+    [], [with_cuda=guess])
+  AS_IF([test "x$with_cuda" = xno], [AC_MSG_ERROR([recap needs the CUDA toolkit (headers and nvcc)])])
+  AS_IF([test "x$with_cuda" = xguess || test "x$with_cuda" = xyes], [
+    with_cuda=/usr/local/cuda
+    AS_IF([test ! -d "$with_cuda"], [
+      AC_PATH_PROG([recap_nvcc_guess], [nvcc])
+      AS_IF([test -n "$recap_nvcc_guess"], [with_cuda=`dirname "$recap_nvcc_guess"`/..])
+    ])
+  ])
+  CUDA_HOME=$with_cuda
+  CUDA_CPPFLAGS="-I$CUDA_HOME/include"
+  CUDA_LIBDIR="$CUDA_HOME/lib64"
+  AS_IF([test -d "$CUDA_HOME/targets/x86_64-linux/lib"], [CUDA_LIBDIR="$CUDA_HOME/targets/x86_64-linux/lib"])
+  CUDA_LDFLAGS="-L$CUDA_LIBDIR"
+
+  recap_save_CPPFLAGS=$CPPFLAGS
+  CPPFLAGS="$CPPFLAGS $CUDA_CPPFLAGS"
+  AC_CHECK_HEADER([cuda.h], [], [AC_MSG_ERROR([cuda.h not found under $CUDA_HOME/include; use --with-cuda=DIR])])
+  CPPFLAGS=$recap_save_CPPFLAGS
+
+  AC_PATH_PROG([NVCC], [nvcc], [], [$CUDA_HOME/bin$PATH_SEPARATOR$PATH])
+  AS_IF([test -z "$NVCC"], [AC_MSG_ERROR([nvcc not found: recap compiles its own kernels])])
+  AC_PATH_PROG([BIN2C], [bin2c], [], [$CUDA_HOME/bin$PATH_SEPARATOR$PATH])
+  AS_IF([test -z "$BIN2C"], [AC_MSG_ERROR([bin2c (CUDA toolkit) not found: it embeds the kernels])])
+
+  AC_ARG_VAR([NVCC_GENCODE], [nvcc -gencode flags for recap's kernels])
+  AS_IF([test -z "$NVCC_GENCODE"],
+    [NVCC_GENCODE="-gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=sm_90 -gencode arch=compute_90,code=compute_90"])
+  NVCC_GENCODE_SUMMARY="sm_80 sm_90 +PTX"
+
+  # cuRAND is only a reference for the tests (its host generator runs without a GPU).
+  recap_save_LDFLAGS=$LDFLAGS
+  LDFLAGS="$LDFLAGS $CUDA_LDFLAGS"
+  AC_CHECK_LIB([curand], [curandCreateGeneratorHost], [have_curand=yes], [have_curand=no])
+  LDFLAGS=$recap_save_LDFLAGS
+
+  AC_SUBST([CUDA_HOME])
+  AC_SUBST([CUDA_CPPFLAGS])
+  AC_SUBST([CUDA_LDFLAGS])
+  AC_SUBST([CUDA_LIBDIR])
+  AC_SUBST([NVCC_GENCODE_SUMMARY])
+  AM_CONDITIONAL([HAVE_CURAND], [test "x$have_curand" = xyes])
+])

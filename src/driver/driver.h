@@ -1,0 +1,66 @@
+/*
+ * The CUDA driver, resolved at run time. librecap never links libcuda or cudart: it dlopens
+ * "libcuda.so.1" (or $RECAP_CUDA_DRIVER, the test-only override that points the suites at the
+ * CUDA test double), so it loads on machines with no GPU and never drags a second cudart into
+ * the host process.
+ */
+#ifndef RECAP_DRIVER_DRIVER_H
+#define RECAP_DRIVER_DRIVER_H
+
+#include <cuda.h>
+
+#include "recap.h"
+
+typedef struct recap_driver {
+    CUresult (*cuInit)(unsigned int);
+    CUresult (*cuDriverGetVersion)(int *);
+    CUresult (*cuGetErrorName)(CUresult, const char **);
+    CUresult (*cuDeviceGetCount)(int *);
+    CUresult (*cuDeviceGet)(CUdevice *, int);
+    CUresult (*cuDeviceGetName)(char *, int, CUdevice);
+    CUresult (*cuDeviceGetAttribute)(int *, CUdevice_attribute, CUdevice);
+    CUresult (*cuDeviceTotalMem)(size_t *, CUdevice);
+    CUresult (*cuDevicePrimaryCtxRetain)(CUcontext *, CUdevice);
+    CUresult (*cuCtxGetCurrent)(CUcontext *);
+    CUresult (*cuCtxPushCurrent)(CUcontext);
+    CUresult (*cuCtxPopCurrent)(CUcontext *);
+    CUresult (*cuModuleLoadData)(CUmodule *, const void *);
+    CUresult (*cuModuleGetFunction)(CUfunction *, CUmodule, const char *);
+    CUresult (*cuLaunchKernel)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned,
+                               unsigned, unsigned, CUstream, void **, void **);
+    CUresult (*cuMemAlloc)(CUdeviceptr *, size_t);
+    CUresult (*cuMemFree)(CUdeviceptr);
+    CUresult (*cuMemcpyHtoD)(CUdeviceptr, const void *, size_t);
+    CUresult (*cuMemcpyDtoH)(void *, CUdeviceptr, size_t);
+    CUresult (*cuPointerGetAttribute)(void *, CUpointer_attribute, CUdeviceptr);
+    CUresult (*cuStreamGetCtx)(CUstream, CUcontext *);
+    CUresult (*cuCtxGetDevice)(CUdevice *);
+} recap_driver_t;
+
+/* Loads and initializes the driver once per process; later calls return the cached outcome.
+ * RECAP_ERR_NO_DRIVER (with a message) when it is absent or cuInit fails. */
+recap_status_t recap__driver_get(const recap_driver_t **drv_p);
+
+/* Turns a failed driver call into RECAP_ERR_CUDA with "what: CUDA_ERROR_NAME". */
+recap_status_t recap__cuda_fail(CUresult rc, const char *what);
+
+/* Kernels recap launches on a device, loaded once per device in its primary context. */
+typedef enum { RECAP_K_FILL_U32, RECAP_K_FILL_F32, RECAP_K_FILL_F64, RECAP_K_COUNT } recap_kernel_id_t;
+
+typedef struct recap_device {
+    CUdevice dev;
+    CUcontext ctx;   /* the device's primary context, retained for the process lifetime */
+    int sm_count;
+    CUfunction fn[RECAP_K_COUNT];
+} recap_device_t;
+
+/* The device's context and kernels, set up on first use. RECAP_ERR_NO_DEVICE for a bad index. */
+recap_status_t recap__device_get(int ordinal, const recap_device_t **dev_p);
+recap_status_t recap__device_count(int *count_p);
+
+/* Makes the device's primary context current for the calling thread when it is not already;
+ * *pushed_p tells recap__ctx_leave whether to pop. */
+recap_status_t recap__ctx_enter(const recap_device_t *dev, int *pushed_p);
+void recap__ctx_leave(int pushed);
+
+#endif

@@ -1,0 +1,131 @@
+#include "config.h"
+
+#include "base/error.h"
+#include "driver/driver.h"
+#include "kernels/fill_body.h"
+#include "rng/generator.h"
+
+/* What one fill kernel needs. Every kernel works in units of 4 elements, one unit per thread per
+ * step, spread over 65536 subsequences; a unit takes `counters_per_unit` Philox counters. */
+typedef struct {
+    recap_kernel_id_t kernel;
+    unsigned counters_per_unit;
+    size_t elem_size;
+    void (*host_body)(const recap_fill_params_t *, uint64_t, uint64_t);
+    const char *what;
+} fill_kind_t;
+
+static const fill_kind_t fill_u32 = {RECAP_K_FILL_U32, 1, 4, recap_fill_u32_thread, "fill_u32"};
+static const fill_kind_t fill_f32 = {RECAP_K_FILL_F32, 1, 4, recap_fill_f32_thread, "fill_uniform"};
+static const fill_kind_t fill_f64 = {RECAP_K_FILL_F64, 2, 8, recap_fill_f64_thread,
+                                     "fill_uniform_double"};
+
+/* Threads per block and blocks per SM for the fill kernels: enough resident warps to hide the
+ * Philox latency; each thread strides over the Philox blocks. */
+#define FILL_THREADS 256
+#define FILL_BLOCKS_PER_SM 8
+
+/* cuRAND's layout spreads a fill over 65536 subsequences, so each subsequence's counter (offset
+ * / 4) moves by counters_per_unit per 65536 units. */
+static uint64_t fill_increment(const fill_kind_t *k, uint64_t nunits)
+{
+    return 4 * k->counters_per_unit *
+           ((nunits + RECAP_FILL_SUBSEQUENCES - 1) / RECAP_FILL_SUBSEQUENCES);
+}
+
+/* The device buffer must be device memory of the generator's device. */
+static recap_status_t check_device_buffer(const recap_driver_t *drv, int device, const void *buf)
+{
+    int ordinal = -1;
+    CUresult rc = drv->cuPointerGetAttribute(&ordinal, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL,
+                                             (CUdeviceptr)(uintptr_t)buf);
+
+    if (rc != CUDA_SUCCESS)
+        return recap__fail(RECAP_ERR_INVALID_ARG, "buffer %p is not CUDA memory known to the "
+                           "driver (a device generator fills device memory)", buf);
+    if (ordinal != device)
+        return recap__fail(RECAP_ERR_WRONG_DEVICE, "buffer %p is on device %d, the generator on "
+                           "device %d", buf, ordinal, device);
+    return RECAP_OK;
+}
+
+static recap_status_t launch_fill(recap_generator_h gen, recap_stream_t stream,
+                                  const fill_kind_t *k, recap_fill_params_t *p)
+{
+    const recap_device_t *dev;
+    const recap_driver_t *drv;
+    recap_status_t st;
+    uint64_t nunits = (p->n + 3) / 4;
+    uint64_t grid = (nunits + FILL_THREADS - 1) / FILL_THREADS;
+    void *args[1] = {p};
+    int pushed;
+    CUresult rc;
+
+    st = recap__device_get(gen->device, &dev);
+    if (st != RECAP_OK)
+        return st;
+    recap__driver_get(&drv);
+    st = recap__ctx_enter(dev, &pushed);
+    if (st != RECAP_OK)
+        return st;
+    st = check_device_buffer(drv, gen->device, (const void *)(uintptr_t)p->dst);
+    if (st == RECAP_OK) {
+        uint64_t max_grid = (uint64_t)dev->sm_count * FILL_BLOCKS_PER_SM;
+        if (grid > max_grid)
+            grid = max_grid;
+        st = recap__generator_advance(gen, fill_increment(k, nunits), &p->philox.seed,
+                                      &p->philox.offset);
+    }
+    if (st == RECAP_OK) {
+        rc = drv->cuLaunchKernel(dev->fn[k->kernel], (unsigned)grid, 1, 1, FILL_THREADS, 1, 1, 0,
+                                 (CUstream)stream, args, NULL);
+        if (rc != CUDA_SUCCESS)
+            st = recap__cuda_fail(rc, k->what);
+    }
+    recap__ctx_leave(pushed);
+    return st;
+}
+
+static recap_status_t fill(recap_generator_h gen, recap_stream_t stream, void *buf, size_t n,
+                           const fill_kind_t *k)
+{
+    recap_fill_params_t p = {0};
+    recap_status_t st;
+
+    RECAP_CHECK_ARG(gen != NULL, "%s: generator is NULL", k->what);
+    RECAP_CHECK_ARG(buf != NULL, "%s: buffer is NULL", k->what);
+    RECAP_CHECK_ARG(n > 0, "%s: zero-length fill", k->what);
+    RECAP_CHECK_ARG(n <= (UINT64_MAX / 8), "%s: %zu elements is too many", k->what, n);
+    RECAP_CHECK_ARG(((uintptr_t)buf % k->elem_size) == 0, "%s: buffer %p is not aligned to its "
+                    "element size", k->what, buf);
+    p.dst = (uint64_t)(uintptr_t)buf;
+    p.n = n;
+    if (gen->device != RECAP_DEVICE_HOST)
+        return launch_fill(gen, stream, k, &p);
+
+    RECAP_CHECK_ARG(stream == NULL, "%s: a host generator takes no stream", k->what);
+    st = recap__generator_advance(gen, fill_increment(k, (n + 3) / 4), &p.philox.seed,
+                                  &p.philox.offset);
+    if (st != RECAP_OK)
+        return st;
+    k->host_body(&p, 0, 1);
+    return RECAP_OK;
+}
+
+recap_status_t recap_generator_fill_u32(recap_generator_h gen, recap_stream_t stream,
+                                        uint32_t *buf, size_t n)
+{
+    return fill(gen, stream, buf, n, &fill_u32);
+}
+
+recap_status_t recap_generator_fill_uniform(recap_generator_h gen, recap_stream_t stream,
+                                            float *buf, size_t n)
+{
+    return fill(gen, stream, buf, n, &fill_f32);
+}
+
+recap_status_t recap_generator_fill_uniform_double(recap_generator_h gen, recap_stream_t stream,
+                                                   double *buf, size_t n)
+{
+    return fill(gen, stream, buf, n, &fill_f64);
+}

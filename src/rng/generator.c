@@ -1,0 +1,241 @@
+#include "config.h"
+
+#include <stdlib.h>
+
+#include "base/error.h"
+#include "driver/driver.h"
+#include "rng/generator.h"
+
+recap_genstate_t *recap__genstate_new(int device, uint64_t seed, uint64_t offset)
+{
+    recap_genstate_t *s = malloc(sizeof(*s));
+
+    if (s == NULL)
+        return NULL;
+    s->refs = 1;
+    s->device = device;
+    s->seed = seed;
+    s->offset = offset;
+    return s;
+}
+
+void recap__genstate_ref(recap_genstate_t *s)
+{
+    __atomic_add_fetch(&s->refs, 1, __ATOMIC_RELAXED);
+}
+
+void recap__genstate_unref(recap_genstate_t *s)
+{
+    if (s != NULL && __atomic_sub_fetch(&s->refs, 1, __ATOMIC_ACQ_REL) == 0)
+        free(s);
+}
+
+recap_status_t recap_generator_create(int device, recap_generator_h *gen_p)
+{
+    recap_generator_h gen;
+    recap_status_t st;
+
+    RECAP_CHECK_ARG(gen_p != NULL, "gen_p is NULL");
+    if (device != RECAP_DEVICE_HOST) {
+        int count;
+
+        if (device < 0)
+            return recap__fail(RECAP_ERR_NO_DEVICE, "device %d: use RECAP_DEVICE_HOST (-1) for "
+                               "the host or a CUDA ordinal", device);
+        st = recap__device_count(&count);
+        if (st != RECAP_OK)
+            return st;
+        if (device >= count)
+            return recap__fail(RECAP_ERR_NO_DEVICE, "device %d does not exist (%d devices)",
+                               device, count);
+    }
+    gen = calloc(1, sizeof(*gen));
+    if (gen == NULL)
+        return recap__fail(RECAP_ERR_NO_MEMORY, "generator");
+    gen->state = recap__genstate_new(device, RECAP_DEFAULT_SEED, 0);
+    if (gen->state == NULL) {
+        free(gen);
+        return recap__fail(RECAP_ERR_NO_MEMORY, "generator state");
+    }
+    gen->device = device;
+    *gen_p = gen;
+    return RECAP_OK;
+}
+
+recap_status_t recap_generator_destroy(recap_generator_h gen)
+{
+    RECAP_CHECK_ARG(gen != NULL, "generator is NULL");
+    recap__genstate_unref(gen->state);
+    free(gen);
+    return RECAP_OK;
+}
+
+recap_status_t recap_generator_device(recap_generator_h gen, int *device_p)
+{
+    RECAP_CHECK_ARG(gen != NULL && device_p != NULL, "NULL argument");
+    *device_p = gen->device;
+    return RECAP_OK;
+}
+
+void recap__generator_get_value(recap_generator_h gen, uint64_t *seed, uint64_t *offset)
+{
+    recap__lock(&gen->lock);
+    *seed = gen->state->seed;
+    *offset = gen->state->offset;
+    recap__unlock(&gen->lock);
+}
+
+void recap__generator_set_value(recap_generator_h gen, uint64_t seed, uint64_t offset)
+{
+    recap__lock(&gen->lock);
+    gen->state->seed = seed;
+    gen->state->offset = offset;
+    recap__unlock(&gen->lock);
+}
+
+recap_genstate_t *recap__generator_get_genstate(recap_generator_h gen)
+{
+    recap_genstate_t *s;
+
+    recap__lock(&gen->lock);
+    s = gen->state;
+    recap__genstate_ref(s);
+    recap__unlock(&gen->lock);
+    return s;
+}
+
+recap_genstate_t *recap__generator_swap_genstate(recap_generator_h gen, recap_genstate_t *s)
+{
+    recap_genstate_t *old;
+
+    recap__genstate_ref(s);
+    recap__lock(&gen->lock);
+    old = gen->state;
+    gen->state = s;
+    recap__unlock(&gen->lock);
+    return old;
+}
+
+recap_status_t recap_generator_manual_seed(recap_generator_h gen, uint64_t seed)
+{
+    RECAP_CHECK_ARG(gen != NULL, "generator is NULL");
+    recap__generator_set_value(gen, seed, 0);
+    return RECAP_OK;
+}
+
+recap_status_t recap_generator_seed(recap_generator_h gen, uint64_t *seed_p)
+{
+    uint64_t offset;
+
+    RECAP_CHECK_ARG(gen != NULL && seed_p != NULL, "NULL argument");
+    recap__generator_get_value(gen, seed_p, &offset);
+    return RECAP_OK;
+}
+
+recap_status_t recap_generator_offset(recap_generator_h gen, uint64_t *offset_p)
+{
+    uint64_t seed;
+
+    RECAP_CHECK_ARG(gen != NULL && offset_p != NULL, "NULL argument");
+    recap__generator_get_value(gen, &seed, offset_p);
+    return RECAP_OK;
+}
+
+static uint64_t load_le64(const uint8_t *p)
+{
+    uint64_t v = 0;
+    int i;
+
+    for (i = 7; i >= 0; i--)
+        v = v << 8 | p[i];
+    return v;
+}
+
+static void store_le64(uint8_t *p, uint64_t v)
+{
+    int i;
+
+    for (i = 0; i < 8; i++, v >>= 8)
+        p[i] = (uint8_t)v;
+}
+
+recap_status_t recap__state_decode(const uint8_t state[RECAP_STATE_BYTES], uint64_t *seed,
+                                   uint64_t *offset)
+{
+    uint64_t off = load_le64(state + 8);
+
+    if (off % 4 != 0)
+        return recap__fail(RECAP_ERR_MISALIGNED, "offset %llu is not a multiple of 4 (a Philox "
+                           "block is four words)", (unsigned long long)off);
+    *seed = load_le64(state);
+    *offset = off;
+    return RECAP_OK;
+}
+
+void recap__state_encode(uint64_t seed, uint64_t offset, uint8_t state[RECAP_STATE_BYTES])
+{
+    store_le64(state, seed);
+    store_le64(state + 8, offset);
+}
+
+recap_status_t recap_generator_get_state(recap_generator_h gen, uint8_t state[RECAP_STATE_BYTES])
+{
+    uint64_t seed, offset;
+
+    RECAP_CHECK_ARG(gen != NULL && state != NULL, "NULL argument");
+    recap__generator_get_value(gen, &seed, &offset);
+    recap__state_encode(seed, offset, state);
+    return RECAP_OK;
+}
+
+recap_status_t recap_generator_set_state(recap_generator_h gen,
+                                         const uint8_t state[RECAP_STATE_BYTES])
+{
+    uint64_t seed, offset;
+    recap_status_t st;
+
+    RECAP_CHECK_ARG(gen != NULL && state != NULL, "NULL argument");
+    st = recap__state_decode(state, &seed, &offset);
+    if (st != RECAP_OK)
+        return st;
+    recap__generator_set_value(gen, seed, offset);
+    return RECAP_OK;
+}
+
+recap_status_t recap__generator_advance(recap_generator_h gen, uint64_t inc, uint64_t *seed_p,
+                                        uint64_t *offset_p)
+{
+    recap_genstate_t *s;
+    uint64_t before;
+
+    recap__lock(&gen->lock);
+    s = gen->state;
+    before = s->offset;
+    if (before + inc < before) {
+        recap__unlock(&gen->lock);
+        return recap__fail(RECAP_ERR_INVALID_ARG, "offset %llu + %llu overflows 64 bits",
+                           (unsigned long long)before, (unsigned long long)inc);
+    }
+    s->offset = before + inc;
+    *seed_p = s->seed;
+    recap__unlock(&gen->lock);
+    *offset_p = before;
+    return RECAP_OK;
+}
+
+recap_status_t recap_generator_reserve(recap_generator_h gen, uint64_t n,
+                                       recap_philox_args_t *args_p)
+{
+    recap_philox_args_t a = {0};
+    recap_status_t st;
+
+    RECAP_CHECK_ARG(gen != NULL && args_p != NULL, "NULL argument");
+    RECAP_CHECK_ARG(n > 0, "reserve of 0 values per thread");
+    RECAP_CHECK_ARG(n <= UINT64_MAX - 3, "reserve of %llu values overflows",
+                    (unsigned long long)n);
+    st = recap__generator_advance(gen, (n + 3) & ~(uint64_t)3, &a.seed, &a.offset);
+    if (st != RECAP_OK)
+        return st;
+    *args_p = a;
+    return RECAP_OK;
+}

@@ -1,0 +1,53 @@
+#include <check.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+
+#include "testutil.h"
+
+static uint64_t rng_state;
+
+void tu_rand_init(void)
+{
+    const char *env = getenv("RECAP_TEST_SEED");
+
+    rng_state = env != NULL ? strtoull(env, NULL, 0) : (uint64_t)time(NULL) ^ (uint64_t)clock();
+    fprintf(stderr, "RECAP_TEST_SEED=%" PRIu64 "\n", rng_state);
+}
+
+/* splitmix64: tiny, good enough to pick test inputs, and independent of what is tested. */
+uint64_t tu_rand(void)
+{
+    uint64_t z = (rng_state += 0x9E3779B97F4A7C15ULL);
+
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+    return z ^ (z >> 31);
+}
+
+uint64_t tu_rand_below(uint64_t n)
+{
+    return n == 0 ? 0 : tu_rand() % n;
+}
+
+uint64_t tu_rand_offset(void)
+{
+    switch (tu_rand_below(3)) {
+    case 0: return 0;
+    case 1: return 4 * tu_rand_below(1000);
+    default: return 4 * (tu_rand() >> 20);
+    }
+}
+
+int tu_run(Suite *s)
+{
+    SRunner *sr = srunner_create(s);
+    int failed;
+
+    tu_rand_init();
+    srunner_run_all(sr, CK_NORMAL);
+    failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}

@@ -1,0 +1,38 @@
+/* Helpers shared by the Check suites. */
+#ifndef RECAP_TESTUTIL_H
+#define RECAP_TESTUTIL_H
+
+#include <check.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "recap.h"
+
+/* Random test inputs: seeded from $RECAP_TEST_SEED, else from the clock; the seed is printed to
+ * stderr so a failure can be replayed. */
+void tu_rand_init(void);
+uint64_t tu_rand(void);
+uint64_t tu_rand_below(uint64_t n);
+
+/* A random generator offset (multiple of 4), sometimes small, sometimes near 2^63. */
+uint64_t tu_rand_offset(void);
+
+/* Asserts a status and prints recap_last_error() when it differs. */
+#define ck_assert_status(expr, want)                                                       \
+    do {                                                                                   \
+        recap_status_t st_ = (expr);                                                       \
+        ck_assert_msg(st_ == (want), "%s returned %d (%s: %s), expected %d", #expr, st_,   \
+                      recap_strerror(st_), recap_last_error(), (want));                    \
+    } while (0)
+#define ck_assert_ok(expr) ck_assert_status((expr), RECAP_OK)
+
+/* Runs the suite and returns the process exit status. */
+int tu_run(Suite *s);
+
+/* cuRAND host generator references (PHILOX4_32_10, default ordering, generator offset
+ * 65536 * offset). Return 0 on success. */
+int ref_curand_u32(uint64_t seed, uint64_t offset, uint32_t *out, size_t n);
+int ref_curand_uniform(uint64_t seed, uint64_t offset, float *out, size_t n);
+int ref_curand_uniform_double(uint64_t seed, uint64_t offset, double *out, size_t n);
+
+#endif
