@@ -1,0 +1,125 @@
+// bench/fill: recap's device fill of 1 GiB of uniform float32 against curandGenerateUniform
+// (PHILOX4_32_10) and against the device's write bandwidth (cudaMemsetAsync of the same buffer),
+// in one run: medians of event-timed repetitions after a warm-up. Also times launch variants of
+// the same kernel body (threads per block x blocks per SM) to choose recap's launch shape.
+// Prints a Markdown table; the summary line goes last.
+#include <algorithm>
+#include <cuda_runtime.h>
+#include <curand.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string>
+#include <vector>
+
+#include "recap.h"
+#include "../src/kernels/fill_body.h"
+
+#define CK(x)                                                                              \
+    do {                                                                                   \
+        cudaError_t e_ = (x);                                                              \
+        if (e_ != cudaSuccess) {                                                           \
+            fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); \
+            exit(2);                                                                       \
+        }                                                                                  \
+    } while (0)
+
+__global__ void variant_f32(recap_fill_params_t p)
+{
+    recap_fill_f32_thread(&p, (uint64_t)blockIdx.x * blockDim.x + threadIdx.x,
+                          (uint64_t)gridDim.x * blockDim.x);
+}
+
+template <typename F> static double median_ms(F f, int reps)
+{
+    cudaEvent_t a, b;
+    CK(cudaEventCreate(&a));
+    CK(cudaEventCreate(&b));
+    for (int i = 0; i < 3; i++)
+        f(); // warm-up: module load, clocks
+    CK(cudaDeviceSynchronize());
+    std::vector<float> t;
+    for (int i = 0; i < reps; i++) {
+        CK(cudaEventRecord(a));
+        f();
+        CK(cudaEventRecord(b));
+        CK(cudaEventSynchronize(b));
+        float ms;
+        CK(cudaEventElapsedTime(&ms, a, b));
+        t.push_back(ms);
+    }
+    std::sort(t.begin(), t.end());
+    CK(cudaEventDestroy(a));
+    CK(cudaEventDestroy(b));
+    return t[t.size() / 2];
+}
+
+int main(int argc, char **argv)
+{
+    const size_t bytes = (size_t)1 << 30, n = bytes / 4;
+    const int reps = argc > 1 ? atoi(argv[1]) : 31;
+    float *buf;
+    cudaDeviceProp prop;
+    CK(cudaSetDevice(0));
+    CK(cudaGetDeviceProperties(&prop, 0));
+    CK(cudaMalloc(&buf, bytes));
+
+    recap_generator_h g;
+    if (recap_generator_create(0, &g) != RECAP_OK) {
+        fprintf(stderr, "recap_generator_create: %s\n", recap_last_error());
+        return 2;
+    }
+    curandGenerator_t cg;
+    if (curandCreateGenerator(&cg, CURAND_RNG_PSEUDO_PHILOX4_32_10) != CURAND_STATUS_SUCCESS)
+        return 2;
+    curandSetPseudoRandomGeneratorSeed(cg, 1234);
+
+    double t_memset = median_ms([&] { CK(cudaMemsetAsync(buf, 0x5a, bytes)); }, reps);
+    double t_recap = median_ms([&] {
+        if (recap_generator_fill_uniform(g, NULL, buf, n) != RECAP_OK) {
+            fprintf(stderr, "fill: %s\n", recap_last_error());
+            exit(2);
+        }
+    }, reps);
+    double t_curand = median_ms([&] {
+        if (curandGenerateUniform(cg, buf, n) != CURAND_STATUS_SUCCESS)
+            exit(2);
+    }, reps);
+    // Second memset pass: the spread between the two is the noise floor of this run.
+    double t_memset2 = median_ms([&] { CK(cudaMemsetAsync(buf, 0x5a, bytes)); }, reps);
+
+    printf("device: %s, %d SMs; buffer 1 GiB float32; medians of %d event-timed runs\n\n",
+           prop.name, prop.multiProcessorCount, reps);
+    printf("| launch variant (threads x blocks/SM) | ms | GB/s |\n|---|---|---|\n");
+    const int threads[] = {128, 256, 512};
+    const int per_sm[] = {2, 4, 8, 16, 0};
+    for (int t : threads)
+        for (int b : per_sm) {
+            recap_fill_params_t p = {};
+            p.dst = (uint64_t)(uintptr_t)buf;
+            p.n = n;
+            p.philox.seed = 99;
+            uint64_t units = (n + 3) / 4;
+            unsigned grid = b ? (unsigned)(prop.multiProcessorCount * b)
+                              : (unsigned)((units + t - 1) / t);
+            double ms = median_ms([&] { variant_f32<<<grid, t>>>(p); CK(cudaGetLastError()); }, reps);
+            printf("| %d x %s | %.4f | %.0f |\n", t, b ? std::to_string(b).c_str() : "one unit per thread", ms,
+                   bytes / ms / 1e6);
+        }
+
+    double bw_memset = bytes / t_memset / 1e6, bw_recap = bytes / t_recap / 1e6,
+           bw_curand = bytes / t_curand / 1e6, bw_memset2 = bytes / t_memset2 / 1e6;
+    printf("\n| fill of 1 GiB float32 | ms | GB/s | recap / this |\n|---|---|---|---|\n");
+    printf("| recap_generator_fill_uniform | %.4f | %.0f | 1.00 |\n", t_recap, bw_recap);
+    printf("| curandGenerateUniform (PHILOX4_32_10) | %.4f | %.0f | %.3f |\n", t_curand, bw_curand,
+           bw_recap / bw_curand);
+    printf("| cudaMemsetAsync (write ceiling) | %.4f | %.0f | %.3f |\n", t_memset, bw_memset,
+           bw_recap / bw_memset);
+    printf("| cudaMemsetAsync, second pass (noise) | %.4f | %.0f | %.3f |\n", t_memset2, bw_memset2,
+           bw_recap / bw_memset2);
+    printf("\nbench_fill: recap %.0f GB/s = %.3f x memset, %.3f x cuRAND\n", bw_recap,
+           bw_recap / bw_memset, bw_recap / bw_curand);
+    curandDestroyGenerator(cg);
+    recap_generator_destroy(g);
+    CK(cudaFree(buf));
+    return 0;
+}
