@@ -93,6 +93,20 @@ void recap__generator_set_value(recap_generator_h gen, uint64_t seed, uint64_t o
     recap__unlock(&gen->lock);
 }
 
+void recap__generator_exchange_value(recap_generator_h gen, uint64_t *seed, uint64_t *offset)
+{
+    uint64_t s, o;
+
+    recap__lock(&gen->lock);
+    s = gen->state->seed;
+    o = gen->state->offset;
+    gen->state->seed = *seed;
+    gen->state->offset = *offset;
+    recap__unlock(&gen->lock);
+    *seed = s;
+    *offset = o;
+}
+
 recap_genstate_t *recap__generator_get_genstate(recap_generator_h gen)
 {
     recap_genstate_t *s;

@@ -36,6 +36,9 @@ void recap__genstate_unref(recap_genstate_t *s);
 /* Value access under the generator's lock. */
 void recap__generator_get_value(recap_generator_h gen, uint64_t *seed, uint64_t *offset);
 void recap__generator_set_value(recap_generator_h gen, uint64_t seed, uint64_t offset);
+/* Installs (*seed, *offset) and returns the previous value in them, under one lock acquisition:
+ * a tracker fork/unfork is exactly this, on every layer of a training step. */
+void recap__generator_exchange_value(recap_generator_h gen, uint64_t *seed, uint64_t *offset);
 
 /* Graph-safe access: returns the installed state object with a reference the caller owns /
  * installs `s` (taking a reference) and returns the previous one (its reference moves to the
