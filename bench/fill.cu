@@ -1,7 +1,8 @@
 // bench/fill: recap's device fill of 1 GiB of uniform float32 against curandGenerateUniform
 // (PHILOX4_32_10) and against the device's write bandwidth (cudaMemsetAsync of the same buffer),
 // in one run: medians of event-timed repetitions after a warm-up. Also times launch variants of
-// the same kernel body (threads per block x blocks per SM) to choose recap's launch shape.
+// the same kernel body (threads per block x blocks per SM) that chose recap's launch shape, and
+// two ceiling probes (the store pattern alone, the Philox alone).
 // Prints a Markdown table; the summary line goes last.
 #include <algorithm>
 #include <cuda_runtime.h>
@@ -13,6 +14,7 @@
 
 #include "recap.h"
 #include "../src/kernels/fill_body.h"
+#include "fill_probes.cuh"
 
 #define CK(x)                                                                              \
     do {                                                                                   \
@@ -90,8 +92,8 @@ int main(int argc, char **argv)
     printf("device: %s, %d SMs; buffer 1 GiB float32; medians of %d event-timed runs\n\n",
            prop.name, prop.multiProcessorCount, reps);
     printf("| launch variant (threads x blocks/SM) | ms | GB/s |\n|---|---|---|\n");
-    const int threads[] = {128, 256, 512};
-    const int per_sm[] = {2, 4, 8, 16, 0};
+    const int threads[] = {256, 512, 1024};
+    const int per_sm[] = {1, 2, 4, 8, 0};
     for (int t : threads)
         for (int b : per_sm) {
             recap_fill_params_t p = {};
@@ -106,6 +108,13 @@ int main(int argc, char **argv)
                    bytes / ms / 1e6);
         }
 
+    // Ceiling probes: the fill's grid-stride store pattern with no Philox, and its Philox with no
+    // stores (512 threads x 4 blocks per SM).
+    unsigned pgrid = prop.multiProcessorCount * 4;
+    uint64_t pdst = (uint64_t)(uintptr_t)buf;
+    double t_store = median_ms([&] { fill_probe<0, true><<<pgrid, 512>>>(pdst, n, 7, 0); CK(cudaGetLastError()); }, reps);
+    double t_philox = median_ms([&] { fill_probe<2, true><<<pgrid, 512>>>(pdst, n, 7, 0); CK(cudaGetLastError()); }, reps);
+
     double bw_memset = bytes / t_memset / 1e6, bw_recap = bytes / t_recap / 1e6,
            bw_curand = bytes / t_curand / 1e6, bw_memset2 = bytes / t_memset2 / 1e6;
     printf("\n| fill of 1 GiB float32 | ms | GB/s | recap / this |\n|---|---|---|---|\n");
@@ -116,6 +125,10 @@ int main(int argc, char **argv)
            bw_recap / bw_memset);
     printf("| cudaMemsetAsync, second pass (noise) | %.4f | %.0f | %.3f |\n", t_memset2, bw_memset2,
            bw_recap / bw_memset2);
+    printf("| probe: same store pattern, no Philox | %.4f | %.0f | %.3f |\n", t_store,
+           bytes / t_store / 1e6, t_store / t_recap);
+    printf("| probe: same Philox, no stores | %.4f | (%.0f) | %.3f |\n", t_philox,
+           bytes / t_philox / 1e6, t_philox / t_recap);
     printf("\nbench_fill: recap %.0f GB/s = %.3f x memset, %.3f x cuRAND\n", bw_recap,
            bw_recap / bw_memset, bw_recap / bw_curand);
     curandDestroyGenerator(cg);

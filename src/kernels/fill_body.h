@@ -36,13 +36,48 @@ typedef struct recap_fill_params {
 /* Philox blocks per subsequence stride: cuRAND's generator spreads blocks over 65536 streams. */
 #define RECAP_FILL_SUBSEQUENCES 65536u
 
-RECAP_KFN void recap_fill_block(uint64_t seed, uint64_t base_ctr, uint64_t b, uint32_t out[4])
-{
-    uint64_t c = base_ctr + (b >> 16);
-    uint32_t ctr[4] = {(uint32_t)c, (uint32_t)(c >> 32), (uint32_t)(b & 0xffffu), 0u};
-    uint32_t key[2] = {(uint32_t)seed, (uint32_t)(seed >> 32)};
+/* Philox round keys, computed once per thread: the fill is bound by integer issue (measured on
+ * an H200: Philox alone takes 85 % of the time the stores take), so no work is repeated per
+ * unit. */
+typedef struct {
+    uint32_t k0[10], k1[10];
+} recap_fill_keys_t;
 
-    recap_philox4x32_10(ctr, key, out);
+RECAP_KFN void recap_fill_keys(uint64_t seed, recap_fill_keys_t *k)
+{
+    int r;
+
+    k->k0[0] = (uint32_t)seed;
+    k->k1[0] = (uint32_t)(seed >> 32);
+    for (r = 1; r < 10; r++) {
+        k->k0[r] = k->k0[r - 1] + RECAP_PHILOX_W0;
+        k->k1[r] = k->k1[r - 1] + RECAP_PHILOX_W1;
+    }
+#if defined(__CUDA_ARCH__)
+    /* Keep them in registers: otherwise the compiler re-derives them with adds in the loop. */
+    for (r = 0; r < 10; r++)
+        asm volatile("" : "+r"(k->k0[r]), "+r"(k->k1[r]));
+#endif
+}
+
+/* Philox4x32-10 of counter (c lo, c hi, s, 0) with precomputed keys; equal to
+ * recap_philox4x32_10 (the tests compare them). 64-bit products compile to one wide multiply. */
+RECAP_KFN void recap_fill_philox(const recap_fill_keys_t *k, uint64_t c, uint32_t s, uint32_t out[4])
+{
+    uint32_t x0 = (uint32_t)c, x1 = (uint32_t)(c >> 32), x2 = s, x3 = 0;
+    int r;
+
+    for (r = 0; r < 10; r++) {
+        uint64_t p0 = (uint64_t)RECAP_PHILOX_M0 * x0, p1 = (uint64_t)RECAP_PHILOX_M1 * x2;
+        x0 = (uint32_t)(p1 >> 32) ^ x1 ^ k->k0[r];
+        x1 = (uint32_t)p1;
+        x2 = (uint32_t)(p0 >> 32) ^ x3 ^ k->k1[r];
+        x3 = (uint32_t)p0;
+    }
+    out[0] = x0;
+    out[1] = x1;
+    out[2] = x2;
+    out[3] = x3;
 }
 
 /* 16-byte stores when aligned; the device path uses streaming stores (the data is not re-read
@@ -77,79 +112,99 @@ RECAP_KFN void recap_store_d2(uint64_t addr, double a, double b)
 }
 #endif
 
-/*
- * One thread's share of a fill: Philox blocks tid, tid + nthreads, ... Each block yields 4 words
- * (4 u32, 4 floats or 2 doubles). A block that runs past n, or an unaligned destination, takes
- * the scalar path.
- */
-RECAP_KFN void recap_fill_u32_thread(const recap_fill_params_t *p, uint64_t tid, uint64_t nthreads)
-{
-    uint64_t seed, offset, b, nblocks = (p->n + 3) / 4;
-    int aligned = (p->dst & 15u) == 0;
-    uint32_t *dst = (uint32_t *)(uintptr_t)p->dst;
+enum { RECAP_FILL_KIND_U32, RECAP_FILL_KIND_F32, RECAP_FILL_KIND_F64 };
 
-    recap_philox_unpack(&p->philox, &seed, &offset);
-    for (b = tid; b < nblocks; b += nthreads) {
-        uint32_t w[4];
-        recap_fill_block(seed, offset >> 2, b, w);
-        if (aligned && 4 * b + 4 <= p->n) {
-            recap_store_u4(p->dst + 16 * b, w);
+/* The words of unit q (4 elements): one counter for u32/f32 (block q of cuRAND's layout), two
+ * consecutive counters of one subsequence for f64 (curandGenerateUniformDouble's layout: unit q
+ * uses subsequence q mod 65536, counters base + 2 (q / 65536) + 0, 1). */
+RECAP_KFN void recap_fill_unit_words(int kind, const recap_fill_keys_t *k, uint64_t base,
+                                     uint64_t q, uint32_t w[8])
+{
+    if (kind == RECAP_FILL_KIND_F64) {
+        uint64_t c = base + 2 * (q >> 16);
+        recap_fill_philox(k, c, (uint32_t)(q & 0xffffu), w);
+        recap_fill_philox(k, c + 1, (uint32_t)(q & 0xffffu), w + 4);
+    } else {
+        recap_fill_philox(k, base + (q >> 16), (uint32_t)(q & 0xffffu), w);
+    }
+}
+
+/* Writes unit q: one 16-byte store (two for doubles) when aligned and whole, else element-wise
+ * up to n. */
+RECAP_KFN void recap_fill_unit_store(int kind, const recap_fill_params_t *p, int aligned,
+                                     uint64_t q, const uint32_t w[8])
+{
+    uint64_t i, first = 4 * q;
+    int whole = aligned && first + 4 <= p->n;
+
+    if (kind == RECAP_FILL_KIND_U32) {
+        if (whole) {
+            recap_store_u4(p->dst + 16 * q, w);
         } else {
-            uint64_t i;
-            for (i = 0; i < 4 && 4 * b + i < p->n; i++)
-                dst[4 * b + i] = w[i];
+            for (i = 0; i < 4 && first + i < p->n; i++)
+                ((uint32_t *)(uintptr_t)p->dst)[first + i] = w[i];
+        }
+    } else if (kind == RECAP_FILL_KIND_F32) {
+        if (whole) {
+            recap_store_f4(p->dst + 16 * q, recap_philox_uniform(w[0]), recap_philox_uniform(w[1]),
+                           recap_philox_uniform(w[2]), recap_philox_uniform(w[3]));
+        } else {
+            for (i = 0; i < 4 && first + i < p->n; i++)
+                ((float *)(uintptr_t)p->dst)[first + i] = recap_philox_uniform(w[i]);
+        }
+    } else {
+        double d[4];
+        for (i = 0; i < 4; i++)
+            d[i] = recap_philox_uniform_double(w[2 * i], w[2 * i + 1]);
+        if (whole) {
+            recap_store_d2(p->dst + 32 * q, d[0], d[1]);
+            recap_store_d2(p->dst + 32 * q + 16, d[2], d[3]);
+        } else {
+            for (i = 0; i < 4 && first + i < p->n; i++)
+                ((double *)(uintptr_t)p->dst)[first + i] = d[i];
         }
     }
+}
+
+/*
+ * One thread's share of a fill: units tid, tid + nthreads, ..., two per step so each thread has
+ * two independent Philox chains in flight (the fastest shape measured, see bench/RESULTS.md).
+ */
+RECAP_KFN void recap_fill_thread(int kind, const recap_fill_params_t *p, uint64_t tid,
+                                 uint64_t nthreads)
+{
+    uint64_t seed, offset, q, nunits = (p->n + 3) / 4;
+    int aligned = (p->dst & 15u) == 0;
+    recap_fill_keys_t k;
+
+    recap_philox_unpack(&p->philox, &seed, &offset);
+    recap_fill_keys(seed, &k);
+    for (q = tid; q < nunits; q += 2 * nthreads) {
+        uint64_t q2 = q + nthreads;
+        uint32_t w[8], w2[8];
+
+        recap_fill_unit_words(kind, &k, offset >> 2, q, w);
+        if (q2 < nunits)
+            recap_fill_unit_words(kind, &k, offset >> 2, q2, w2);
+        recap_fill_unit_store(kind, p, aligned, q, w);
+        if (q2 < nunits)
+            recap_fill_unit_store(kind, p, aligned, q2, w2);
+    }
+}
+
+RECAP_KFN void recap_fill_u32_thread(const recap_fill_params_t *p, uint64_t tid, uint64_t nthreads)
+{
+    recap_fill_thread(RECAP_FILL_KIND_U32, p, tid, nthreads);
 }
 
 RECAP_KFN void recap_fill_f32_thread(const recap_fill_params_t *p, uint64_t tid, uint64_t nthreads)
 {
-    uint64_t seed, offset, b, nblocks = (p->n + 3) / 4;
-    int aligned = (p->dst & 15u) == 0;
-    float *dst = (float *)(uintptr_t)p->dst;
-
-    recap_philox_unpack(&p->philox, &seed, &offset);
-    for (b = tid; b < nblocks; b += nthreads) {
-        uint32_t w[4];
-        recap_fill_block(seed, offset >> 2, b, w);
-        if (aligned && 4 * b + 4 <= p->n) {
-            recap_store_f4(p->dst + 16 * b, recap_philox_uniform(w[0]), recap_philox_uniform(w[1]),
-                           recap_philox_uniform(w[2]), recap_philox_uniform(w[3]));
-        } else {
-            uint64_t i;
-            for (i = 0; i < 4 && 4 * b + i < p->n; i++)
-                dst[4 * b + i] = recap_philox_uniform(w[i]);
-        }
-    }
+    recap_fill_thread(RECAP_FILL_KIND_F32, p, tid, nthreads);
 }
 
-/* Doubles follow cuRAND's curandGenerateUniformDouble: a unit of 4 doubles takes two consecutive
- * counters of one subsequence (unit q: s = q mod 65536, counters base + 2 (q / 65536) + 0, 1),
- * each counter's block giving two doubles from words (0, 1) and (2, 3). */
 RECAP_KFN void recap_fill_f64_thread(const recap_fill_params_t *p, uint64_t tid, uint64_t nthreads)
 {
-    uint64_t seed, offset, q, nunits = (p->n + 3) / 4;
-    int aligned = (p->dst & 15u) == 0;
-    double *dst = (double *)(uintptr_t)p->dst;
-
-    recap_philox_unpack(&p->philox, &seed, &offset);
-    for (q = tid; q < nunits; q += nthreads) {
-        uint64_t base = (offset >> 2) + 2 * (q >> 16), i;
-        uint32_t w[8];
-        double d[4];
-
-        recap_fill_block(seed, base, q & 0xffffu, w);
-        recap_fill_block(seed, base + 1, q & 0xffffu, w + 4);
-        for (i = 0; i < 4; i++)
-            d[i] = recap_philox_uniform_double(w[2 * i], w[2 * i + 1]);
-        if (aligned && 4 * q + 4 <= p->n) {
-            recap_store_d2(p->dst + 32 * q, d[0], d[1]);
-            recap_store_d2(p->dst + 32 * q + 16, d[2], d[3]);
-        } else {
-            for (i = 0; i < 4 && 4 * q + i < p->n; i++)
-                dst[4 * q + i] = d[i];
-        }
-    }
+    recap_fill_thread(RECAP_FILL_KIND_F64, p, tid, nthreads);
 }
 
 #endif
