@@ -9,6 +9,7 @@
 
 #include <cuda.h>
 
+#include "kernels/registry.h"
 #include "recap.h"
 
 typedef struct recap_driver {
@@ -44,8 +45,8 @@ recap_status_t recap__driver_get(const recap_driver_t **drv_p);
 /* Turns a failed driver call into RECAP_ERR_CUDA with "what: CUDA_ERROR_NAME". */
 recap_status_t recap__cuda_fail(CUresult rc, const char *what);
 
-/* Kernels recap launches on a device, loaded once per device in its primary context. */
-typedef enum { RECAP_K_FILL_U32, RECAP_K_FILL_F32, RECAP_K_FILL_F64, RECAP_K_COUNT } recap_kernel_id_t;
+/* Kernels recap launches on a device (kernels/registry.h), loaded once per device in its primary
+ * context. */
 
 typedef struct recap_device {
     CUdevice dev;

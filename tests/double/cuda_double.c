@@ -17,7 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "kernels/fill_body.h"
+#include "kernels/registry.h"
 
 #define EXPORT __attribute__((visibility("default")))
 #define MAX_DEV 16
@@ -33,17 +33,24 @@ typedef struct double_stream {
     int alive;
 } double_stream_t;
 
-typedef void (*kernel_body_t)(const recap_fill_params_t *, uint64_t, uint64_t);
+/* Every recap kernel runs through one signature: its by-value parameter block, thread, threads. */
+typedef void (*kernel_body_t)(const void *, uint64_t, uint64_t);
 
 typedef struct double_function {
     const char *name;
     kernel_body_t body;
+    size_t params_size;
     int device;
 } double_function_t;
 
+#define KERNEL_FN(id, name, type, body) {name, (kernel_body_t)body, sizeof(type), 0},
+static const double_function_t kernel_table[] = {RECAP_KERNELS(KERNEL_FN)};
+#undef KERNEL_FN
+#define NKERNELS (sizeof(kernel_table) / sizeof(kernel_table[0]))
+
 typedef struct double_module {
     int device;
-    double_function_t fns[3];
+    double_function_t fns[NKERNELS];
 } double_module_t;
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
@@ -437,9 +444,10 @@ EXPORT CUresult cuModuleLoadData(CUmodule *m, const void *image)
     if (mod == NULL)
         return CUDA_ERROR_OUT_OF_MEMORY;
     mod->device = ctx_device(current());
-    mod->fns[0] = (double_function_t){RECAP_KERNEL_FILL_U32, recap_fill_u32_thread, mod->device};
-    mod->fns[1] = (double_function_t){RECAP_KERNEL_FILL_F32, recap_fill_f32_thread, mod->device};
-    mod->fns[2] = (double_function_t){RECAP_KERNEL_FILL_F64, recap_fill_f64_thread, mod->device};
+    for (size_t i = 0; i < NKERNELS; i++) {
+        mod->fns[i] = kernel_table[i];
+        mod->fns[i].device = mod->device;
+    }
     *m = (CUmodule)mod;
     return CUDA_SUCCESS;
 }
@@ -460,11 +468,31 @@ EXPORT CUresult cuModuleGetFunction(CUfunction *f, CUmodule m, const char *name)
     return CUDA_ERROR_NOT_FOUND;
 }
 
-/* The bytes a fill kernel writes, to check them against the allocation as the GPU's memory
- * protection would. */
-static size_t fill_bytes(const double_function_t *fn, const recap_fill_params_t *p)
+/* Checks the memory a kernel will touch against the allocations, as the GPU's memory protection
+ * would (the double turns a would-be illegal address into a launch error). */
+static CUresult check_kernel_memory(const double_function_t *fn, const void *params)
 {
-    return strcmp(fn->name, RECAP_KERNEL_FILL_F64) == 0 ? p->n * 8 : p->n * 4;
+    if (strncmp(fn->name, "recap_fill_", 11) == 0) {
+        const recap_fill_params_t *p = params;
+        size_t es = strcmp(fn->name, RECAP_KERNEL_FILL_F64) == 0 ? 8 : 4;
+        if (check_range(p->dst, p->n * es) != CUDA_SUCCESS)
+            return CUDA_ERROR_ILLEGAL_ADDRESS;
+        if (p->philox.captured && (check_range((CUdeviceptr)(uintptr_t)p->philox.seed_ptr, 8) ||
+                                   check_range((CUdeviceptr)(uintptr_t)p->philox.offset_ptr, 8)))
+            return CUDA_ERROR_ILLEGAL_ADDRESS;
+    } else {
+        /* advance / slot_write: every slot must be 16 bytes of device memory */
+        const uint64_t *slot = ((const recap_advance_params_t *)params)->slot;
+        uint32_t i, count = strcmp(fn->name, RECAP_KERNEL_ADVANCE) == 0
+                                ? ((const recap_advance_params_t *)params)->count
+                                : ((const recap_slot_write_params_t *)params)->count;
+        if (count > RECAP_SLOTS_PER_LAUNCH)
+            return CUDA_ERROR_INVALID_VALUE;
+        for (i = 0; i < count; i++)
+            if (check_range(slot[i], 16) != CUDA_SUCCESS)
+                return CUDA_ERROR_ILLEGAL_ADDRESS;
+    }
+    return CUDA_SUCCESS;
 }
 
 EXPORT CUresult cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
@@ -472,8 +500,8 @@ EXPORT CUresult cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy, unsigned 
                                void **params, void **extra)
 {
     const double_function_t *fn = (const double_function_t *)f;
-    const recap_fill_params_t *p;
     uint64_t t, nthreads;
+    CUresult rc;
 
     NEED_INIT();
     if (current() == NULL)
@@ -484,12 +512,12 @@ EXPORT CUresult cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy, unsigned 
         return CUDA_ERROR_INVALID_VALUE;
     if (fn->device != ctx_device(current()) || stream_device(s) != fn->device)
         return CUDA_ERROR_INVALID_HANDLE;
-    p = (const recap_fill_params_t *)params[0];
-    if (check_range(p->dst, fill_bytes(fn, p)) != CUDA_SUCCESS)
-        return CUDA_ERROR_ILLEGAL_ADDRESS;
+    rc = check_kernel_memory(fn, params[0]);
+    if (rc != CUDA_SUCCESS)
+        return rc;
     nthreads = (uint64_t)gx * bx;
     for (t = 0; t < nthreads; t++)
-        fn->body(p, t, nthreads);
+        fn->body(params[0], t, nthreads);
     __atomic_add_fetch(&launches, 1, __ATOMIC_RELAXED);
     return CUDA_SUCCESS;
 }

@@ -1,0 +1,24 @@
+/*
+ * Every kernel recap launches: its name, its one by-value parameter type and its per-thread body.
+ * The driver layer loads them by name; the CUDA test double runs the bodies on the host with
+ * parameters of the listed size.
+ */
+#ifndef RECAP_KERNELS_REGISTRY_H
+#define RECAP_KERNELS_REGISTRY_H
+
+#include "kernels/capture_body.h"
+#include "kernels/fill_body.h"
+
+/* X(id, name, params type, body) */
+#define RECAP_KERNELS(X)                                                                      \
+    X(RECAP_K_FILL_U32, RECAP_KERNEL_FILL_U32, recap_fill_params_t, recap_fill_u32_thread)    \
+    X(RECAP_K_FILL_F32, RECAP_KERNEL_FILL_F32, recap_fill_params_t, recap_fill_f32_thread)    \
+    X(RECAP_K_FILL_F64, RECAP_KERNEL_FILL_F64, recap_fill_params_t, recap_fill_f64_thread)    \
+    X(RECAP_K_ADVANCE, RECAP_KERNEL_ADVANCE, recap_advance_params_t, recap_capture_advance_thread) \
+    X(RECAP_K_SLOT_WRITE, RECAP_KERNEL_SLOT_WRITE, recap_slot_write_params_t, recap_slot_write_thread)
+
+#define RECAP_KERNEL_ENUM(id, name, type, body) id,
+typedef enum { RECAP_KERNELS(RECAP_KERNEL_ENUM) RECAP_K_COUNT } recap_kernel_id_t;
+#undef RECAP_KERNEL_ENUM
+
+#endif
