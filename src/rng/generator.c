@@ -118,16 +118,21 @@ recap_genstate_t *recap__generator_get_genstate(recap_generator_h gen)
     return s;
 }
 
-recap_genstate_t *recap__generator_swap_genstate(recap_generator_h gen, recap_genstate_t *s)
+recap_genstate_t *recap__generator_install_genstate(recap_generator_h gen, recap_genstate_t *s)
 {
     recap_genstate_t *old;
 
-    recap__genstate_ref(s);
     recap__lock(&gen->lock);
     old = gen->state;
     gen->state = s;
     recap__unlock(&gen->lock);
     return old;
+}
+
+recap_genstate_t *recap__generator_swap_genstate(recap_generator_h gen, recap_genstate_t *s)
+{
+    recap__genstate_ref(s);
+    return recap__generator_install_genstate(gen, s);
 }
 
 recap_status_t recap_generator_manual_seed(recap_generator_h gen, uint64_t seed)

@@ -45,6 +45,9 @@ void recap__generator_exchange_value(recap_generator_h gen, uint64_t *seed, uint
  * caller). */
 recap_genstate_t *recap__generator_get_genstate(recap_generator_h gen);
 recap_genstate_t *recap__generator_swap_genstate(recap_generator_h gen, recap_genstate_t *s);
+/* Like swap, but takes over the caller's reference to `s` instead of taking one: a fork frame
+ * giving its saved state back needs no reference count traffic. */
+recap_genstate_t *recap__generator_install_genstate(recap_generator_h gen, recap_genstate_t *s);
 
 /* Validates a 16-byte state and decodes it. */
 recap_status_t recap__state_decode(const uint8_t state[RECAP_STATE_BYTES], uint64_t *seed,

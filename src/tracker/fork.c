@@ -1,0 +1,176 @@
+/*
+ * fork/unfork: install a named state in the tracker's generator and put the outer one back.
+ * This runs around every dropout of every layer, so it takes the tracker's lock once, the
+ * generator's lock once, allocates nothing in steady state and finds the name by a cached slot.
+ */
+#include "config.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/error.h"
+#include "tracker/tracker.h"
+
+static recap_status_t grow_frames(recap_tracker_h t)
+{
+    recap__frame_t *f = realloc(t->frames, 2 * t->frames_cap * sizeof(*f));
+
+    if (f == NULL)
+        return RECAP_ERR_NO_MEMORY;
+    t->frames = f;
+    t->frames_cap *= 2;
+    return RECAP_OK;
+}
+
+/* The outer state's progress goes to its slot (a named outer) or to the frame (the default). */
+static void fork_value(recap_tracker_h t, recap__frame_t *f, int i)
+{
+    uint64_t seed = t->slots[i]->e.seed, offset = t->slots[i]->e.offset;
+
+    if (i == t->current) {
+        /* Its slot is stale; its progress is in the generator, which keeps drawing it. */
+        recap__generator_get_value(t->gen, &t->slots[i]->e.seed, &t->slots[i]->e.offset);
+        return;
+    }
+    recap__generator_exchange_value(t->gen, &seed, &offset);
+    if (t->current >= 0) {
+        t->slots[t->current]->e.seed = seed;
+        t->slots[t->current]->e.offset = offset;
+    } else {
+        f->seed = seed;
+        f->offset = offset;
+    }
+}
+
+/* The frame keeps the outer object with the generator's reference to it, so the unfork can
+ * hand it back without touching reference counts. */
+static void fork_object(recap_tracker_h t, recap__frame_t *f, int i)
+{
+    recap_genstate_t *old = recap__generator_swap_genstate(t->gen, t->slots[i]->obj);
+
+    f->saved = old;
+    if (t->current >= 0 && t->slots[t->current]->obj != old) {
+        /* Someone installed another object meanwhile: it is what the outer state is now. */
+        recap__slot_t *c = t->slots[t->current];
+        recap__genstate_ref(old);
+        recap__genstate_unref(c->obj);
+        c->obj = old;
+    }
+}
+
+recap_status_t recap_tracker_fork(recap_tracker_h tracker, const char *name,
+                                  recap_fork_token_t *token_p)
+{
+    recap__frame_t *f;
+    size_t len;
+    int i = -1;
+
+    RECAP_CHECK_ARG(tracker != NULL && name != NULL && token_p != NULL, "NULL argument");
+    len = strlen(name);
+    recap__lock(&tracker->lock);
+    if (tracker->depth == tracker->frames_cap && grow_frames(tracker) != RECAP_OK) {
+        recap__unlock(&tracker->lock);
+        return recap__fail(RECAP_ERR_NO_MEMORY, "fork frames");
+    }
+    f = &tracker->frames[tracker->depth];
+    if (!(tracker->flags & RECAP_TRACKER_INFERENCE)) {
+        i = recap__tracker_find(tracker, name, len);
+        if (i < 0) {
+            recap__unlock(&tracker->lock);
+            return recap__fail(RECAP_ERR_NOT_FOUND, "fork of \"%.*s\": no such state was added",
+                               RECAP_NAME_MAX, name);
+        }
+        if (tracker->flags & RECAP_TRACKER_GRAPH_SAFE)
+            fork_object(tracker, f, i);
+        else
+            fork_value(tracker, f, i);
+    }
+    f->slot = i;
+    f->outer = tracker->current;
+    f->token = tracker->next_token++;
+    if (i >= 0)
+        tracker->current = i;
+    tracker->depth++;
+    *token_p = f->token;
+    recap__unlock(&tracker->lock);
+    return RECAP_OK;
+}
+
+/* The advanced state goes to the fork's slot; the outer one is re-read after that, from its
+ * slot when named, since a nested fork of the same name may have advanced it. */
+static void unfork_value(recap_tracker_h t, const recap__frame_t *f)
+{
+    recap__slot_t *s = t->slots[f->slot];
+    uint64_t seed, offset;
+
+    if (f->outer == f->slot) {
+        recap__generator_get_value(t->gen, &s->e.seed, &s->e.offset);
+        return;
+    }
+    if (f->outer >= 0) {
+        seed = t->slots[f->outer]->e.seed;
+        offset = t->slots[f->outer]->e.offset;
+    } else {
+        seed = f->seed;
+        offset = f->offset;
+    }
+    recap__generator_exchange_value(t->gen, &seed, &offset);
+    s->e.seed = seed;
+    s->e.offset = offset;
+}
+
+/* The generator's reference to the advanced object is dropped: the slot holds its own. */
+static void keep_object(recap__slot_t *s, recap_genstate_t *obj)
+{
+    if (s->obj != obj) {
+        recap__genstate_unref(s->obj);
+        s->obj = obj;
+    } else {
+        recap__genstate_unref(obj);
+    }
+}
+
+static void unfork_object(recap_tracker_h t, const recap__frame_t *f)
+{
+    recap__slot_t *s = t->slots[f->slot];
+    recap_genstate_t *outer = f->outer >= 0 ? t->slots[f->outer]->obj : f->saved;
+
+    if (f->outer == f->slot) {
+        keep_object(s, recap__generator_get_genstate(t->gen));
+        recap__genstate_unref(f->saved);
+    } else if (outer == f->saved) {
+        keep_object(s, recap__generator_install_genstate(t->gen, f->saved));
+    } else {
+        keep_object(s, recap__generator_swap_genstate(t->gen, outer));
+        recap__genstate_unref(f->saved);
+    }
+}
+
+recap_status_t recap_tracker_unfork(recap_tracker_h tracker, recap_fork_token_t token)
+{
+    const recap__frame_t *f;
+    size_t depth;
+
+    RECAP_CHECK_ARG(tracker != NULL, "tracker is NULL");
+    recap__lock(&tracker->lock);
+    depth = tracker->depth;
+    if (depth == 0 || tracker->frames[depth - 1].token != token) {
+        recap__unlock(&tracker->lock);
+        if (depth == 0)
+            return recap__fail(RECAP_ERR_STATE, "unfork without an open fork");
+        return recap__fail(RECAP_ERR_STATE, "unfork of token %llu, but the innermost open fork "
+                           "is another one (forks end in reverse order)",
+                           (unsigned long long)token);
+    }
+    f = &tracker->frames[depth - 1];
+    if (f->slot >= 0) {
+        if (tracker->flags & RECAP_TRACKER_GRAPH_SAFE)
+            unfork_object(tracker, f);
+        else
+            unfork_value(tracker, f);
+        tracker->current = f->outer;
+    }
+    tracker->depth = depth - 1;
+    recap__unlock(&tracker->lock);
+    return RECAP_OK;
+}

@@ -1,0 +1,180 @@
+/*
+ * Whole-state snapshots (Megatron's get_all_rng_states / _set_all_rng_states): the host
+ * generator, the tracker's generator and every named state, as values. Taking and restoring are
+ * copies: a snapshot keeps its arrays, and its `layout` tells when the names need no copying or
+ * comparing because they are the tracker's own, in the same order.
+ */
+#include "config.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/error.h"
+#include "tracker/tracker.h"
+
+recap_status_t recap_snapshot_create(recap_snapshot_h *snap_p)
+{
+    recap_snapshot_h s;
+
+    RECAP_CHECK_ARG(snap_p != NULL, "snap_p is NULL");
+    s = calloc(1, sizeof(*s));
+    if (s == NULL)
+        return recap__fail(RECAP_ERR_NO_MEMORY, "snapshot");
+    *snap_p = s;
+    return RECAP_OK;
+}
+
+recap_status_t recap_snapshot_destroy(recap_snapshot_h snap)
+{
+    RECAP_CHECK_ARG(snap != NULL, "snapshot is NULL");
+    free(snap->e);
+    free(snap);
+    return RECAP_OK;
+}
+
+static recap_status_t snap_reserve(recap_snapshot_h s, size_t n)
+{
+    recap__entry_t *e;
+
+    if (n < RECAP__INITIAL_CAP)
+        n = RECAP__INITIAL_CAP;
+    e = realloc(s->e, n * sizeof(*e));
+    if (e == NULL)
+        return recap__fail(RECAP_ERR_NO_MEMORY, "snapshot of %zu states", n);
+    s->e = e;
+    s->cap = n;
+    return RECAP_OK;
+}
+
+/* Called with the tracker's lock held and room for every state. */
+static void take_locked(recap_tracker_h t, recap_snapshot_h s)
+{
+    int names_known = s->valid && s->layout == t->layout;
+    size_t i;
+
+    for (i = 0; i < t->nslots; i++) {
+        if (!names_known)
+            s->e[i] = t->slots[i]->e;
+        recap__slot_get(t, i, &s->e[i].seed, &s->e[i].offset);
+    }
+    s->n = t->nslots;
+    s->layout = t->layout;
+    recap__generator_get_value(t->gen, &s->gen_seed, &s->gen_offset);
+    s->flags = t->initialized ? RECAP__SNAP_INITIALIZED : 0;
+    s->host_seed = s->host_offset = 0;
+    if (t->host_gen != NULL) {
+        recap__generator_get_value(t->host_gen, &s->host_seed, &s->host_offset);
+        s->flags |= RECAP__SNAP_HAS_HOST;
+    }
+    s->valid = 1;
+}
+
+recap_status_t recap_snapshot_take(recap_tracker_h tracker, recap_snapshot_h snap)
+{
+    recap_status_t st;
+    size_t n;
+
+    RECAP_CHECK_ARG(tracker != NULL && snap != NULL, "NULL argument");
+    /* Grow outside the lock; an add in between makes us look again. */
+    for (;;) {
+        recap__lock(&tracker->lock);
+        n = tracker->nslots;
+        if (snap->cap >= n)
+            break;
+        recap__unlock(&tracker->lock);
+        st = snap_reserve(snap, n);
+        if (st != RECAP_OK)
+            return st;
+    }
+    take_locked(tracker, snap);
+    recap__unlock(&tracker->lock);
+    return RECAP_OK;
+}
+
+/* Same names in the same order: the snapshot's values can go into the tracker's slots. */
+static int names_fit(recap_tracker_h t, recap_snapshot_h s)
+{
+    size_t i;
+
+    if (s->layout == t->layout)
+        return 1;
+    if (s->n != t->nslots)
+        return 0;
+    for (i = 0; i < s->n; i++) {
+        const recap__entry_t *a = &s->e[i], *b = &t->slots[i]->e;
+        if (a->len != b->len || memcmp(a->name, b->name, a->len) != 0)
+            return 0;
+    }
+    s->layout = t->layout;
+    return 1;
+}
+
+/* Under the tracker's lock. In graph-safe mode the values go into the existing objects, so a
+ * captured graph's objects stay the ones it refers to. The generator is written last: inside a
+ * fork its object is the current slot's, and the generator's value is what the snapshot says the
+ * generator held. */
+static void write_values(recap_tracker_h t, const struct recap_snapshot *s)
+{
+    size_t i;
+
+    for (i = 0; i < s->n; i++) {
+        recap__slot_t *slot = t->slots[i];
+        if (slot->obj == NULL) {
+            slot->e.seed = s->e[i].seed;
+            slot->e.offset = s->e[i].offset;
+        } else if ((int)i != t->current) {
+            slot->obj->seed = s->e[i].seed;
+            slot->obj->offset = s->e[i].offset;
+        }
+    }
+    recap__generator_set_value(t->gen, s->gen_seed, s->gen_offset);
+    if (t->host_gen != NULL)
+        recap__generator_set_value(t->host_gen, s->host_seed, s->host_offset);
+    t->initialized = (s->flags & RECAP__SNAP_INITIALIZED) != 0;
+}
+
+/* Other names: the map is replaced wholesale, which needs every fork closed. */
+static recap_status_t restore_other_names(recap_tracker_h t, recap_snapshot_h s)
+{
+    recap__map_t m;
+    recap_status_t st = recap__map_prepare(t, s->e, s->n, &m);
+    size_t depth;
+
+    if (st != RECAP_OK)
+        return st;
+    recap__lock(&t->lock);
+    depth = t->depth;
+    if (depth == 0) {
+        recap__map_commit(t, &m);
+        s->layout = t->layout;
+        write_values(t, s);
+    }
+    recap__unlock(&t->lock);
+    recap__map_free(&m);
+    if (depth > 0)
+        return recap__fail(RECAP_ERR_STATE, "the snapshot holds other states than the tracker, "
+                           "which has %zu fork(s) open: unfork before restoring it", depth);
+    return RECAP_OK;
+}
+
+recap_status_t recap_snapshot_restore(recap_tracker_h tracker, recap_snapshot_h snap)
+{
+    int has_host;
+
+    RECAP_CHECK_ARG(tracker != NULL && snap != NULL, "NULL argument");
+    if (!snap->valid)
+        return recap__fail(RECAP_ERR_STATE, "restore of a snapshot never taken or deserialized");
+    has_host = (snap->flags & RECAP__SNAP_HAS_HOST) != 0;
+    if (has_host != (tracker->host_gen != NULL))
+        return recap__fail(RECAP_ERR_INVALID_ARG, "the snapshot %s a host generator state and "
+                           "the tracker %s a host generator", has_host ? "holds" : "holds no",
+                           tracker->host_gen ? "has" : "has no");
+    recap__lock(&tracker->lock);
+    if (names_fit(tracker, snap)) {
+        write_values(tracker, snap);
+        recap__unlock(&tracker->lock);
+        return RECAP_OK;
+    }
+    recap__unlock(&tracker->lock);
+    return restore_other_names(tracker, snap);
+}

@@ -1,0 +1,131 @@
+/* States objects: by-value copies of a tracker's name -> state map (get_states/set_states). */
+#include "config.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/error.h"
+#include "tracker/tracker.h"
+
+static recap_states_h states_alloc(size_t n)
+{
+    recap_states_h s = calloc(1, sizeof(*s));
+
+    if (s == NULL)
+        return NULL;
+    s->e = n ? malloc(n * sizeof(*s->e)) : NULL;
+    if (n && s->e == NULL) {
+        free(s);
+        return NULL;
+    }
+    s->n = n;
+    return s;
+}
+
+recap_status_t recap_tracker_get_states(recap_tracker_h tracker, recap_states_h *states_p)
+{
+    recap_states_h s;
+    size_t i, n;
+
+    RECAP_CHECK_ARG(tracker != NULL && states_p != NULL, "NULL argument");
+    /* Allocate outside the lock; an add in between makes us try again. */
+    for (;;) {
+        n = __atomic_load_n(&tracker->nslots, __ATOMIC_RELAXED);
+        s = states_alloc(n);
+        if (s == NULL)
+            return recap__fail(RECAP_ERR_NO_MEMORY, "states object");
+        recap__lock(&tracker->lock);
+        if (tracker->nslots <= n)
+            break;
+        recap__unlock(&tracker->lock);
+        recap_states_free(s);
+    }
+    s->n = tracker->nslots;
+    for (i = 0; i < s->n; i++) {
+        s->e[i] = tracker->slots[i]->e;
+        recap__slot_get(tracker, i, &s->e[i].seed, &s->e[i].offset);
+    }
+    recap__unlock(&tracker->lock);
+    *states_p = s;
+    return RECAP_OK;
+}
+
+recap_status_t recap_tracker_set_states(recap_tracker_h tracker, recap_states_h states)
+{
+    recap__map_t m;
+    recap_status_t st;
+    size_t depth;
+
+    RECAP_CHECK_ARG(tracker != NULL && states != NULL, "NULL argument");
+    if (tracker->flags & RECAP_TRACKER_INFERENCE)
+        return RECAP_OK;
+    st = recap__map_prepare(tracker, states->e, states->n, &m);
+    if (st != RECAP_OK)
+        return st;
+    recap__lock(&tracker->lock);
+    depth = tracker->depth;
+    if (depth == 0) {
+        recap__map_commit(tracker, &m);
+        tracker->initialized = 1;
+    }
+    recap__unlock(&tracker->lock);
+    recap__map_free(&m);
+    if (depth > 0)
+        return recap__fail(RECAP_ERR_STATE, "set_states with %zu fork(s) open: the forks would "
+                           "end on states that are gone; unfork first", depth);
+    return RECAP_OK;
+}
+
+recap_status_t recap_states_copy(recap_states_h states, recap_states_h *copy_p)
+{
+    recap_states_h c;
+
+    RECAP_CHECK_ARG(states != NULL && copy_p != NULL, "NULL argument");
+    c = states_alloc(states->n);
+    if (c == NULL)
+        return recap__fail(RECAP_ERR_NO_MEMORY, "states object");
+    if (states->n)
+        memcpy(c->e, states->e, states->n * sizeof(*c->e));
+    *copy_p = c;
+    return RECAP_OK;
+}
+
+recap_status_t recap_states_free(recap_states_h states)
+{
+    RECAP_CHECK_ARG(states != NULL, "states is NULL");
+    free(states->e);
+    free(states);
+    return RECAP_OK;
+}
+
+recap_status_t recap_states_count(recap_states_h states, size_t *count_p)
+{
+    RECAP_CHECK_ARG(states != NULL && count_p != NULL, "NULL argument");
+    *count_p = states->n;
+    return RECAP_OK;
+}
+
+recap_status_t recap_states_name(recap_states_h states, size_t index, const char **name_p)
+{
+    RECAP_CHECK_ARG(states != NULL && name_p != NULL, "NULL argument");
+    RECAP_CHECK_ARG(index < states->n, "index %zu out of range (%zu states)", index, states->n);
+    *name_p = states->e[index].name;
+    return RECAP_OK;
+}
+
+recap_status_t recap_states_lookup(recap_states_h states, const char *name,
+                                   uint8_t state[RECAP_STATE_BYTES])
+{
+    size_t i, len;
+
+    RECAP_CHECK_ARG(states != NULL && name != NULL && state != NULL, "NULL argument");
+    len = strlen(name);
+    for (i = 0; i < states->n; i++) {
+        const recap__entry_t *e = &states->e[i];
+        if (e->len == len && memcmp(e->name, name, len) == 0) {
+            recap__state_encode(e->seed, e->offset, state);
+            return RECAP_OK;
+        }
+    }
+    return recap__fail(RECAP_ERR_NOT_FOUND, "no state named \"%.*s\"", RECAP_NAME_MAX, name);
+}

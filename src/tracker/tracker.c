@@ -1,0 +1,268 @@
+/* Tracker lifecycle, adding named states and simple accessors. */
+#include "config.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/error.h"
+#include "tracker/tracker.h"
+
+static uint64_t layout_counter;
+
+uint64_t recap__layout_next(void)
+{
+    return __atomic_add_fetch(&layout_counter, 1, __ATOMIC_RELAXED);
+}
+
+recap_status_t recap__check_name(const char *name, size_t *len_p)
+{
+    size_t len;
+
+    RECAP_CHECK_ARG(name != NULL, "state name is NULL");
+    len = strnlen(name, RECAP_NAME_MAX + 1);
+    RECAP_CHECK_ARG(len > 0, "state name is empty");
+    RECAP_CHECK_ARG(len <= RECAP_NAME_MAX, "state name is longer than %d bytes", RECAP_NAME_MAX);
+    RECAP_CHECK_ARG(strcmp(name, RECAP_RNG_DEFAULT) != 0,
+                    "\"%s\" names the generator's own state and cannot be added", name);
+    *len_p = len;
+    return RECAP_OK;
+}
+
+/* Forks look up the same few names over and over: try the last hit first, then scan comparing
+ * length and first byte before the bytes. */
+int recap__tracker_find(recap_tracker_h t, const char *name, size_t len)
+{
+    size_t i;
+
+    if (t->hint < t->nslots) {
+        const recap__entry_t *e = &t->slots[t->hint]->e;
+        if (e->len == len && memcmp(e->name, name, len) == 0)
+            return (int)t->hint;
+    }
+    for (i = 0; i < t->nslots; i++) {
+        const recap__entry_t *e = &t->slots[i]->e;
+        if (e->len == len && e->name[0] == name[0] && memcmp(e->name, name, len) == 0) {
+            t->hint = i;
+            return (int)i;
+        }
+    }
+    return -1;
+}
+
+void recap__slot_get(recap_tracker_h t, size_t i, uint64_t *seed, uint64_t *offset)
+{
+    const recap__slot_t *s = t->slots[i];
+
+    if (s->obj == NULL) {
+        *seed = s->e.seed;
+        *offset = s->e.offset;
+    } else if ((int)i == t->current) {
+        /* Installed in the generator: draws advance it under the generator's lock. */
+        recap__lock(&t->gen->lock);
+        *seed = s->obj->seed;
+        *offset = s->obj->offset;
+        recap__unlock(&t->gen->lock);
+    } else {
+        *seed = s->obj->seed;
+        *offset = s->obj->offset;
+    }
+}
+
+static recap_status_t tracker_alloc(const recap_tracker_params_t *p, recap_tracker_h *t_p)
+{
+    recap_tracker_h t = calloc(1, sizeof(*t));
+
+    if (t == NULL)
+        return recap__fail(RECAP_ERR_NO_MEMORY, "tracker");
+    t->seeds = malloc(RECAP__INITIAL_CAP * sizeof(*t->seeds));
+    t->frames = malloc(RECAP__INITIAL_CAP * sizeof(*t->frames));
+    if (t->seeds == NULL || t->frames == NULL) {
+        free(t->seeds);
+        free(t->frames);
+        free(t);
+        return recap__fail(RECAP_ERR_NO_MEMORY, "tracker");
+    }
+    t->seeds_cap = t->frames_cap = RECAP__INITIAL_CAP;
+    t->params = *p;
+    t->flags = p->flags;
+    t->current = -1;
+    t->layout = recap__layout_next();
+    /* Tokens of different trackers differ, so one handed to the wrong tracker is caught. */
+    t->next_token = t->layout << 32 | 1;
+    *t_p = t;
+    return RECAP_OK;
+}
+
+recap_status_t recap_tracker_create(const recap_tracker_params_t *params, recap_tracker_h *tracker_p)
+{
+    recap_tracker_h t = NULL;
+    recap_status_t st;
+
+    RECAP_CHECK_ARG(params != NULL && tracker_p != NULL, "NULL argument");
+    RECAP_CHECK_ARG((params->flags & ~(uint32_t)(RECAP_TRACKER_GRAPH_SAFE |
+                                                 RECAP_TRACKER_INFERENCE)) == 0,
+                    "unknown tracker flags 0x%x", (unsigned)params->flags);
+    st = tracker_alloc(params, &t);
+    if (st != RECAP_OK)
+        return st;
+    if (params->generator != NULL) {
+        t->gen = params->generator;
+    } else {
+        st = recap_generator_create(params->device, &t->gen);
+        if (st != RECAP_OK) {
+            free(t->seeds);
+            free(t->frames);
+            free(t);
+            return st;
+        }
+        t->owns_gen = 1;
+    }
+    t->device = t->gen->device;
+    t->host_gen = params->host_generator;
+    *tracker_p = t;
+    return RECAP_OK;
+}
+
+recap_status_t recap_tracker_destroy(recap_tracker_h tracker)
+{
+    recap__map_t m = {0};
+
+    RECAP_CHECK_ARG(tracker != NULL, "tracker is NULL");
+    recap__lock(&tracker->lock);
+    if (tracker->depth > 0) {
+        size_t depth = tracker->depth;
+        recap__unlock(&tracker->lock);
+        return recap__fail(RECAP_ERR_STATE, "tracker destroyed with %zu fork(s) open: its "
+                           "generator would keep a named state; unfork first", depth);
+    }
+    recap__unlock(&tracker->lock);
+    m.slots = tracker->slots;
+    m.n = tracker->nslots;
+    recap__map_free(&m);
+    if (tracker->owns_gen)
+        recap_generator_destroy(tracker->gen);
+    free(tracker->seeds);
+    free(tracker->frames);
+    free(tracker);
+    return RECAP_OK;
+}
+
+recap_status_t recap_tracker_reset(recap_tracker_h tracker)
+{
+    recap__map_t m = {0};
+
+    RECAP_CHECK_ARG(tracker != NULL, "tracker is NULL");
+    recap__lock(&tracker->lock);
+    if (tracker->depth > 0) {
+        size_t depth = tracker->depth;
+        recap__unlock(&tracker->lock);
+        return recap__fail(RECAP_ERR_STATE, "reset with %zu fork(s) open: unfork first", depth);
+    }
+    recap__map_commit(tracker, &m);
+    tracker->nseeds = 0;
+    tracker->initialized = 0;
+    recap__unlock(&tracker->lock);
+    recap__map_free(&m);
+    return RECAP_OK;
+}
+
+recap_status_t recap_tracker_is_initialized(recap_tracker_h tracker, int *initialized_p)
+{
+    RECAP_CHECK_ARG(tracker != NULL && initialized_p != NULL, "NULL argument");
+    recap__lock(&tracker->lock);
+    *initialized_p = tracker->initialized;
+    recap__unlock(&tracker->lock);
+    return RECAP_OK;
+}
+
+recap_status_t recap_tracker_is_graph_safe(recap_tracker_h tracker, int *graph_safe_p)
+{
+    RECAP_CHECK_ARG(tracker != NULL && graph_safe_p != NULL, "NULL argument");
+    *graph_safe_p = (tracker->flags & RECAP_TRACKER_GRAPH_SAFE) != 0;
+    return RECAP_OK;
+}
+
+recap_status_t recap_tracker_generator(recap_tracker_h tracker, recap_generator_h *gen_p)
+{
+    RECAP_CHECK_ARG(tracker != NULL && gen_p != NULL, "NULL argument");
+    *gen_p = tracker->gen;
+    return RECAP_OK;
+}
+
+recap_status_t recap_tracker_current_name(recap_tracker_h tracker, const char **name_p)
+{
+    RECAP_CHECK_ARG(tracker != NULL && name_p != NULL, "NULL argument");
+    recap__lock(&tracker->lock);
+    *name_p = tracker->current < 0 ? RECAP_RNG_DEFAULT : tracker->slots[tracker->current]->e.name;
+    recap__unlock(&tracker->lock);
+    return RECAP_OK;
+}
+
+/* Grows the slot and seed arrays for one more add; the caller holds the lock. Growing first
+ * keeps a failed add from recording anything. */
+static recap_status_t reserve_one(recap_tracker_h t)
+{
+    if (t->nslots == t->slots_cap) {
+        size_t cap = t->slots_cap ? 2 * t->slots_cap : RECAP__INITIAL_CAP;
+        recap__slot_t **s = realloc(t->slots, cap * sizeof(*s));
+        if (s == NULL)
+            return recap__fail(RECAP_ERR_NO_MEMORY, "tracker states");
+        t->slots = s;
+        t->slots_cap = cap;
+    }
+    if (t->nseeds == t->seeds_cap) {
+        uint64_t *s = realloc(t->seeds, 2 * t->seeds_cap * sizeof(*s));
+        if (s == NULL)
+            return recap__fail(RECAP_ERR_NO_MEMORY, "tracker seeds");
+        t->seeds = s;
+        t->seeds_cap *= 2;
+    }
+    return RECAP_OK;
+}
+
+static recap_status_t add_locked(recap_tracker_h t, recap__slot_t *s)
+{
+    size_t i;
+
+    for (i = 0; i < t->nseeds; i++)
+        if (t->seeds[i] == s->e.seed)
+            return recap__fail(RECAP_ERR_DUPLICATE_SEED, "seed %llu is already used by this "
+                               "tracker", (unsigned long long)s->e.seed);
+    if (recap__tracker_find(t, s->e.name, s->e.len) >= 0)
+        return recap__fail(RECAP_ERR_EXISTS, "state \"%s\" already exists", s->e.name);
+    if (reserve_one(t) != RECAP_OK)
+        return RECAP_ERR_NO_MEMORY;
+    t->seeds[t->nseeds++] = s->e.seed;
+    t->slots[t->nslots++] = s;
+    t->layout = recap__layout_next();
+    t->initialized = 1;
+    return RECAP_OK;
+}
+
+recap_status_t recap_tracker_add(recap_tracker_h tracker, const char *name, uint64_t seed)
+{
+    recap__entry_t e = {0};
+    recap__map_t m;
+    recap_status_t st;
+    size_t len;
+
+    RECAP_CHECK_ARG(tracker != NULL, "tracker is NULL");
+    st = recap__check_name(name, &len);
+    if (st != RECAP_OK)
+        return st;
+    if (tracker->flags & RECAP_TRACKER_INFERENCE)
+        return RECAP_OK;
+    memcpy(e.name, name, len);
+    e.len = (uint32_t)len;
+    e.seed = seed;
+    st = recap__map_prepare(tracker, &e, 1, &m);
+    if (st != RECAP_OK)
+        return st;
+    recap__lock(&tracker->lock);
+    st = add_locked(tracker, m.slots[0]);
+    recap__unlock(&tracker->lock);
+    if (st == RECAP_OK)
+        m.n = 0; /* the slot now belongs to the tracker */
+    recap__map_free(&m);
+    return st;
+}

@@ -1,0 +1,116 @@
+/* The RNG state tracker, its states objects and snapshots (internal). */
+#ifndef RECAP_TRACKER_TRACKER_H
+#define RECAP_TRACKER_TRACKER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "base/lock.h"
+#include "recap.h"
+#include "rng/generator.h"
+
+/* A named state by value: what states objects, snapshots and blobs carry. The name is stored
+ * inline so a snapshot's arrays, once large enough, are reused without allocating. */
+typedef struct recap__entry {
+    uint64_t seed;
+    uint64_t offset;
+    uint32_t len;
+    char name[RECAP_NAME_MAX + 1];
+} recap__entry_t;
+
+/* A named state inside a tracker. Value mode uses e.seed/e.offset; graph-safe mode keeps the
+ * value in `obj`, shared with the generator while the state is installed, and e.seed/e.offset
+ * are unused. Slots are allocated one by one so names stay put when the slot array grows. */
+typedef struct recap__slot {
+    recap__entry_t e;
+    recap_genstate_t *obj;
+} recap__slot_t;
+
+/* One open fork. `outer` is the state current before it (-1: the default state). Value mode
+ * keeps the outer value here only when it is the default one: a named outer state is kept in its
+ * slot, where a nested fork of the same name can advance it. Graph-safe mode keeps the outer
+ * object here (with the generator's former reference) either way; a named one is also in its
+ * slot, and being one object, advances there too. */
+typedef struct recap__frame {
+    recap_fork_token_t token;
+    int slot; /* -1 for an inference tracker's pass-through fork */
+    int outer;
+    uint64_t seed;
+    uint64_t offset;
+    recap_genstate_t *saved;
+} recap__frame_t;
+
+struct recap_tracker {
+    recap_lock_t lock;
+    uint32_t flags;
+    int initialized;
+    recap_tracker_params_t params; /* as given, for the default tracker's comparison */
+    recap_generator_h gen;
+    recap_generator_h host_gen;
+    int owns_gen;
+    int device;
+
+    recap__slot_t **slots; /* insertion order */
+    size_t nslots, slots_cap;
+    size_t hint; /* slot of the last successful lookup */
+    /* Changes whenever the names or their order change; unique across trackers, so a snapshot
+     * whose layout equals the tracker's has the same names in the same order. */
+    uint64_t layout;
+
+    uint64_t *seeds;
+    size_t nseeds, seeds_cap;
+
+    recap__frame_t *frames;
+    size_t depth, frames_cap;
+    int current; /* slot of the installed state, -1: the default state */
+    recap_fork_token_t next_token;
+};
+
+#define RECAP__SNAP_HAS_HOST 1u
+#define RECAP__SNAP_INITIALIZED 2u
+#define RECAP__SNAP_KNOWN_FLAGS (RECAP__SNAP_HAS_HOST | RECAP__SNAP_INITIALIZED)
+
+struct recap_snapshot {
+    int valid; /* taken or deserialized at least once */
+    uint32_t flags;
+    uint64_t host_seed, host_offset;
+    uint64_t gen_seed, gen_offset;
+    recap__entry_t *e;
+    size_t n, cap;
+    uint64_t layout; /* the tracker's layout at take; 0 when unknown */
+};
+
+struct recap_states {
+    recap__entry_t *e;
+    size_t n;
+};
+
+/* A prepared name -> state map, built without the tracker's lock. */
+typedef struct recap__map {
+    recap__slot_t **slots;
+    size_t n, cap;
+} recap__map_t;
+
+#define RECAP__INITIAL_CAP 8
+
+/* Validates a state name (non-NULL, 1..RECAP_NAME_MAX bytes, not the default's name). */
+recap_status_t recap__check_name(const char *name, size_t *len_p);
+/* A fresh layout value (never 0). */
+uint64_t recap__layout_next(void);
+
+/* Slot index of `name` (len bytes) or -1; the caller holds the tracker's lock. */
+int recap__tracker_find(recap_tracker_h t, const char *name, size_t len);
+
+/* Builds a map holding copies of e[0..n) (graph-safe trackers: with fresh objects). */
+recap_status_t recap__map_prepare(recap_tracker_h t, const recap__entry_t *e, size_t n,
+                                  recap__map_t *m);
+/* Under the tracker's lock with no fork open: installs m as the tracker's map and hands the old
+ * one back in m. A graph-safe tracker keeps the objects of names present in both (receiving the
+ * new values), so what a captured graph refers to stays the same. */
+void recap__map_commit(recap_tracker_h t, recap__map_t *m);
+void recap__map_free(recap__map_t *m);
+
+/* The value of slot i; the caller holds the tracker's lock. */
+void recap__slot_get(recap_tracker_h t, size_t i, uint64_t *seed, uint64_t *offset);
+
+#endif

@@ -1,0 +1,885 @@
+/* The RNG state tracker: named states, fork/unfork, states objects, the default tracker. */
+#include "config.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "testutil.h"
+
+#define NWORDS 16
+
+/* Loop tests run once per mode: _i = 0 value mode, 1 graph-safe mode. */
+static uint32_t mode_flags(int i)
+{
+    return i ? RECAP_TRACKER_GRAPH_SAFE : 0;
+}
+
+static recap_tracker_h new_tracker(uint32_t flags)
+{
+    recap_tracker_params_t p = {.flags = flags, .device = RECAP_DEVICE_HOST};
+    recap_tracker_h t;
+
+    ck_assert_ok(recap_tracker_create(&p, &t));
+    return t;
+}
+
+static void draw(recap_tracker_h t, uint32_t *w, size_t n)
+{
+    recap_generator_h g;
+
+    ck_assert_ok(recap_tracker_generator(t, &g));
+    ck_assert_ok(recap_generator_fill_u32(g, NULL, w, n));
+}
+
+static void fork_draw(recap_tracker_h t, const char *name, uint32_t *w, size_t n)
+{
+    recap_fork_token_t tok;
+
+    ck_assert_ok(recap_tracker_fork(t, name, &tok));
+    draw(t, w, n);
+    ck_assert_ok(recap_tracker_unfork(t, tok));
+}
+
+static void gen_state(recap_tracker_h t, uint8_t st[RECAP_STATE_BYTES])
+{
+    recap_generator_h g;
+
+    ck_assert_ok(recap_tracker_generator(t, &g));
+    ck_assert_ok(recap_generator_get_state(g, st));
+}
+
+static void named_state(recap_tracker_h t, const char *name, uint8_t st[RECAP_STATE_BYTES])
+{
+    recap_states_h s;
+
+    ck_assert_ok(recap_tracker_get_states(t, &s));
+    ck_assert_ok(recap_states_lookup(s, name, st));
+    ck_assert_ok(recap_states_free(s));
+}
+
+static void encode(uint64_t seed, uint64_t offset, uint8_t st[RECAP_STATE_BYTES])
+{
+    int i;
+
+    for (i = 0; i < 8; i++) {
+        st[i] = (uint8_t)(seed >> (8 * i));
+        st[8 + i] = (uint8_t)(offset >> (8 * i));
+    }
+}
+
+static size_t state_count(recap_tracker_h t)
+{
+    recap_states_h s;
+    size_t n;
+
+    ck_assert_ok(recap_tracker_get_states(t, &s));
+    ck_assert_ok(recap_states_count(s, &n));
+    ck_assert_ok(recap_states_free(s));
+    return n;
+}
+
+/* Same names in the same order with the same values. */
+static void assert_states_equal(recap_states_h a, recap_states_h b)
+{
+    uint8_t x[RECAP_STATE_BYTES], y[RECAP_STATE_BYTES];
+    size_t na, nb, i;
+    const char *n1, *n2;
+
+    ck_assert_ok(recap_states_count(a, &na));
+    ck_assert_ok(recap_states_count(b, &nb));
+    ck_assert_uint_eq(na, nb);
+    for (i = 0; i < na; i++) {
+        ck_assert_ok(recap_states_name(a, i, &n1));
+        ck_assert_ok(recap_states_name(b, i, &n2));
+        ck_assert_str_eq(n1, n2);
+        ck_assert_ok(recap_states_lookup(a, n1, x));
+        ck_assert_ok(recap_states_lookup(b, n2, y));
+        ck_assert_mem_eq(x, y, sizeof(x));
+    }
+}
+
+static void assert_trackers_equal(recap_tracker_h a, recap_tracker_h b)
+{
+    uint8_t x[RECAP_STATE_BYTES], y[RECAP_STATE_BYTES];
+    recap_states_h sa, sb;
+
+    ck_assert_ok(recap_tracker_get_states(a, &sa));
+    ck_assert_ok(recap_tracker_get_states(b, &sb));
+    assert_states_equal(sa, sb);
+    recap_states_free(sa);
+    recap_states_free(sb);
+    gen_state(a, x);
+    gen_state(b, y);
+    ck_assert_mem_eq(x, y, sizeof(x));
+}
+
+/* Adds "a", "b", "c" with random distinct seeds; the same seeds for a twin tracker. */
+static void add_abc(recap_tracker_h t, uint64_t base)
+{
+    ck_assert_ok(recap_tracker_add(t, "a", base));
+    ck_assert_ok(recap_tracker_add(t, "b", base + 1));
+    ck_assert_ok(recap_tracker_add(t, "c", base + 2));
+}
+
+START_TEST(set_states_after_get_states_round_trips)
+{
+    recap_tracker_h t = new_tracker(mode_flags(_i)), u = new_tracker(mode_flags(_i));
+    recap_states_h s, got;
+    uint32_t w[NWORDS];
+    int init = 0;
+
+    add_abc(t, tu_rand() >> 1);
+    fork_draw(t, "b", w, 1 + tu_rand_below(NWORDS));
+    fork_draw(t, "c", w, 1 + tu_rand_below(NWORDS));
+    ck_assert_ok(recap_tracker_get_states(t, &s));
+    ck_assert_ok(recap_tracker_set_states(u, s));
+    ck_assert_ok(recap_tracker_is_initialized(u, &init));
+    ck_assert_int_eq(init, 1);
+    ck_assert_ok(recap_tracker_get_states(u, &got));
+    assert_states_equal(s, got);
+    /* The copy is by value: the tracker moving on does not change `s`. */
+    fork_draw(u, "a", w, NWORDS);
+    recap_states_free(got);
+    ck_assert_ok(recap_tracker_get_states(t, &got));
+    assert_states_equal(s, got);
+    recap_states_free(got);
+    recap_states_free(s);
+    recap_tracker_destroy(t);
+    recap_tracker_destroy(u);
+}
+END_TEST
+
+START_TEST(reset_empties_states_seeds_and_flag)
+{
+    recap_tracker_h t = new_tracker(mode_flags(_i));
+    uint64_t seed = tu_rand();
+    const char *name;
+    uint32_t w[4];
+    int init = 1;
+
+    ck_assert_ok(recap_tracker_add(t, "a", seed));
+    fork_draw(t, "a", w, 4);
+    ck_assert_ok(recap_tracker_reset(t));
+    ck_assert_uint_eq(state_count(t), 0);
+    ck_assert_ok(recap_tracker_is_initialized(t, &init));
+    ck_assert_int_eq(init, 0);
+    ck_assert_ok(recap_tracker_current_name(t, &name));
+    ck_assert_str_eq(name, RECAP_RNG_DEFAULT);
+    ck_assert_ok(recap_tracker_add(t, "a", seed));
+    ck_assert_uint_eq(state_count(t), 1);
+    recap_tracker_destroy(t);
+}
+END_TEST
+
+START_TEST(duplicate_seed_is_rejected_and_nothing_recorded)
+{
+    recap_tracker_h t = new_tracker(0);
+    uint64_t seed = tu_rand();
+    uint8_t st[RECAP_STATE_BYTES];
+    recap_states_h s;
+
+    ck_assert_ok(recap_tracker_add(t, "a", seed));
+    ck_assert_status(recap_tracker_add(t, "b", seed), RECAP_ERR_DUPLICATE_SEED);
+    ck_assert_ptr_nonnull(strstr(recap_last_error(), "already used"));
+    ck_assert_ok(recap_tracker_get_states(t, &s));
+    ck_assert_status(recap_states_lookup(s, "b", st), RECAP_ERR_NOT_FOUND);
+    recap_states_free(s);
+    ck_assert_uint_eq(state_count(t), 1);
+    /* "b" was not recorded, so it can still be added with another seed. */
+    ck_assert_ok(recap_tracker_add(t, "b", seed + 1));
+    recap_tracker_destroy(t);
+}
+END_TEST
+
+START_TEST(duplicate_name_is_rejected_and_its_seed_not_recorded)
+{
+    recap_tracker_h t = new_tracker(0);
+    uint64_t seed = tu_rand() >> 1;
+    uint8_t st[RECAP_STATE_BYTES], want[RECAP_STATE_BYTES];
+
+    ck_assert_ok(recap_tracker_add(t, "a", seed));
+    ck_assert_status(recap_tracker_add(t, "a", seed + 7), RECAP_ERR_EXISTS);
+    ck_assert_ptr_nonnull(strstr(recap_last_error(), "\"a\""));
+    named_state(t, "a", st);
+    encode(seed, 0, want);
+    ck_assert_mem_eq(st, want, sizeof(st));
+    ck_assert_uint_eq(state_count(t), 1);
+    /* seed + 7 was not recorded: another name can use it. */
+    ck_assert_ok(recap_tracker_add(t, "b", seed + 7));
+    recap_tracker_destroy(t);
+}
+END_TEST
+
+START_TEST(added_state_equals_freshly_seeded_generator)
+{
+    recap_tracker_h t = new_tracker(mode_flags(_i));
+    recap_generator_h fresh, g;
+    uint64_t seed = tu_rand();
+    uint8_t before[RECAP_STATE_BYTES], after[RECAP_STATE_BYTES], st[RECAP_STATE_BYTES],
+        want[RECAP_STATE_BYTES];
+    uint32_t w[NWORDS], ref[NWORDS];
+
+    ck_assert_ok(recap_tracker_generator(t, &g));
+    ck_assert_ok(recap_generator_manual_seed(g, tu_rand()));
+    gen_state(t, before);
+    ck_assert_ok(recap_tracker_add(t, "x", seed));
+    gen_state(t, after);
+    ck_assert_mem_eq(before, after, sizeof(before));
+    ck_assert_ok(recap_generator_create(RECAP_DEVICE_HOST, &fresh));
+    ck_assert_ok(recap_generator_manual_seed(fresh, seed));
+    ck_assert_ok(recap_generator_get_state(fresh, want));
+    named_state(t, "x", st);
+    ck_assert_mem_eq(st, want, sizeof(st));
+    fork_draw(t, "x", w, NWORDS);
+    ck_assert_ok(recap_generator_fill_u32(fresh, NULL, ref, NWORDS));
+    ck_assert_mem_eq(w, ref, sizeof(w));
+    ck_assert_ok(recap_generator_get_state(fresh, want));
+    named_state(t, "x", st);
+    ck_assert_mem_eq(st, want, sizeof(st));
+    recap_generator_destroy(fresh);
+    recap_tracker_destroy(t);
+}
+END_TEST
+
+START_TEST(bad_names_are_rejected)
+{
+    recap_tracker_h t = new_tracker(0);
+    char name[RECAP_NAME_MAX + 2];
+
+    ck_assert_status(recap_tracker_add(t, NULL, 1), RECAP_ERR_INVALID_ARG);
+    ck_assert_status(recap_tracker_add(t, "", 1), RECAP_ERR_INVALID_ARG);
+    ck_assert_status(recap_tracker_add(t, RECAP_RNG_DEFAULT, 1), RECAP_ERR_INVALID_ARG);
+    memset(name, 'n', sizeof(name));
+    name[RECAP_NAME_MAX + 1] = '\0';
+    ck_assert_status(recap_tracker_add(t, name, 1), RECAP_ERR_INVALID_ARG);
+    name[RECAP_NAME_MAX] = '\0';
+    ck_assert_ok(recap_tracker_add(t, name, 1));
+    ck_assert_uint_eq(state_count(t), 1);
+    recap_tracker_destroy(t);
+}
+END_TEST
+
+START_TEST(nested_forks_draw_like_sequential_forks)
+{
+    recap_tracker_h t = new_tracker(mode_flags(_i)), u = new_tracker(mode_flags(_i));
+    uint32_t nested[6][NWORDS] = {{0}}, seq[6][NWORDS] = {{0}};
+    recap_fork_token_t ta, tb, ta2;
+    uint64_t base = tu_rand() >> 1;
+    size_t n = 1 + tu_rand_below(NWORDS);
+    const char *name;
+
+    add_abc(t, base);
+    add_abc(u, base);
+    ck_assert_ok(recap_tracker_fork(t, "a", &ta));
+    draw(t, nested[0], n);
+    ck_assert_ok(recap_tracker_fork(t, "b", &tb));
+    draw(t, nested[1], n);
+    ck_assert_ok(recap_tracker_fork(t, "a", &ta2));
+    draw(t, nested[2], n);
+    ck_assert_ok(recap_tracker_current_name(t, &name));
+    ck_assert_str_eq(name, "a");
+    ck_assert_ok(recap_tracker_unfork(t, ta2));
+    ck_assert_ok(recap_tracker_current_name(t, &name));
+    ck_assert_str_eq(name, "b");
+    draw(t, nested[3], n);
+    ck_assert_ok(recap_tracker_unfork(t, tb));
+    draw(t, nested[4], n);
+    ck_assert_ok(recap_tracker_unfork(t, ta));
+    draw(t, nested[5], n);
+
+    fork_draw(u, "a", seq[0], n);
+    fork_draw(u, "b", seq[1], n);
+    fork_draw(u, "a", seq[2], n);
+    fork_draw(u, "b", seq[3], n);
+    fork_draw(u, "a", seq[4], n);
+    draw(u, seq[5], n);
+    ck_assert_mem_eq(nested, seq, sizeof(nested));
+    assert_trackers_equal(t, u);
+    recap_tracker_destroy(t);
+    recap_tracker_destroy(u);
+}
+END_TEST
+
+START_TEST(inner_fork_of_the_same_name_continues_it)
+{
+    recap_tracker_h t = new_tracker(mode_flags(_i)), u = new_tracker(mode_flags(_i));
+    uint32_t nested[4][NWORDS] = {{0}}, seq[4][NWORDS] = {{0}};
+    recap_fork_token_t t1, t2;
+    uint64_t base = tu_rand() >> 1;
+    const char *name;
+
+    add_abc(t, base);
+    add_abc(u, base);
+    ck_assert_ok(recap_tracker_fork(t, "c", &t1));
+    draw(t, nested[0], NWORDS);
+    ck_assert_ok(recap_tracker_fork(t, "c", &t2));
+    draw(t, nested[1], NWORDS);
+    ck_assert_ok(recap_tracker_unfork(t, t2));
+    ck_assert_ok(recap_tracker_current_name(t, &name));
+    ck_assert_str_eq(name, "c");
+    draw(t, nested[2], NWORDS);
+    ck_assert_ok(recap_tracker_unfork(t, t1));
+    draw(t, nested[3], NWORDS);
+
+    ck_assert_ok(recap_tracker_fork(u, "c", &t1));
+    draw(u, seq[0], NWORDS);
+    draw(u, seq[1], NWORDS);
+    draw(u, seq[2], NWORDS);
+    ck_assert_ok(recap_tracker_unfork(u, t1));
+    draw(u, seq[3], NWORDS);
+    ck_assert_mem_eq(nested, seq, sizeof(nested));
+    assert_trackers_equal(t, u);
+    recap_tracker_destroy(t);
+    recap_tracker_destroy(u);
+}
+END_TEST
+
+START_TEST(fork_of_unknown_name_is_not_found)
+{
+    recap_tracker_h t = new_tracker(mode_flags(_i));
+    uint8_t before[RECAP_STATE_BYTES], after[RECAP_STATE_BYTES];
+    recap_fork_token_t tok = 0;
+    const char *name;
+
+    add_abc(t, 100);
+    gen_state(t, before);
+    ck_assert_status(recap_tracker_fork(t, "zz", &tok), RECAP_ERR_NOT_FOUND);
+    ck_assert_ptr_nonnull(strstr(recap_last_error(), "\"zz\""));
+    ck_assert_uint_eq(tok, 0);
+    gen_state(t, after);
+    ck_assert_mem_eq(before, after, sizeof(before));
+    ck_assert_ok(recap_tracker_current_name(t, &name));
+    ck_assert_str_eq(name, RECAP_RNG_DEFAULT);
+    ck_assert_status(recap_tracker_unfork(t, tok), RECAP_ERR_STATE);
+    recap_tracker_destroy(t);
+}
+END_TEST
+
+START_TEST(unfork_of_a_non_innermost_token_is_rejected)
+{
+    recap_tracker_h t = new_tracker(mode_flags(_i)), u = new_tracker(mode_flags(_i));
+    recap_fork_token_t ta, tb;
+    uint8_t before[RECAP_STATE_BYTES], after[RECAP_STATE_BYTES];
+    uint32_t w[4];
+    const char *name;
+
+    add_abc(t, 7);
+    add_abc(u, 7);
+    ck_assert_ok(recap_tracker_fork(t, "a", &ta));
+    ck_assert_ok(recap_tracker_fork(t, "b", &tb));
+    gen_state(t, before);
+    ck_assert_status(recap_tracker_unfork(t, ta), RECAP_ERR_STATE);
+    ck_assert_ptr_nonnull(strstr(recap_last_error(), "innermost"));
+    ck_assert_status(recap_tracker_unfork(t, tb + 1000), RECAP_ERR_STATE);
+    gen_state(t, after);
+    ck_assert_mem_eq(before, after, sizeof(before));
+    ck_assert_ok(recap_tracker_current_name(t, &name));
+    ck_assert_str_eq(name, "b");
+    ck_assert_ok(recap_tracker_unfork(t, tb));
+    ck_assert_ok(recap_tracker_unfork(t, ta));
+    /* Nothing was corrupted: the tracker equals one that did the same forks correctly. */
+    ck_assert_ok(recap_tracker_fork(u, "a", &ta));
+    ck_assert_ok(recap_tracker_fork(u, "b", &tb));
+    ck_assert_ok(recap_tracker_unfork(u, tb));
+    ck_assert_ok(recap_tracker_unfork(u, ta));
+    fork_draw(t, "c", w, 4);
+    fork_draw(u, "c", w, 4);
+    assert_trackers_equal(t, u);
+    recap_tracker_destroy(t);
+    recap_tracker_destroy(u);
+}
+END_TEST
+
+START_TEST(unfork_without_a_fork_is_rejected)
+{
+    recap_tracker_h t = new_tracker(0);
+    recap_fork_token_t tok;
+
+    ck_assert_status(recap_tracker_unfork(t, 1), RECAP_ERR_STATE);
+    ck_assert_ptr_nonnull(strstr(recap_last_error(), "without an open fork"));
+    add_abc(t, 3);
+    ck_assert_ok(recap_tracker_fork(t, "a", &tok));
+    ck_assert_ok(recap_tracker_unfork(t, tok));
+    ck_assert_status(recap_tracker_unfork(t, tok), RECAP_ERR_STATE);
+    recap_tracker_destroy(t);
+}
+END_TEST
+
+START_TEST(token_of_another_tracker_is_rejected)
+{
+    recap_tracker_h t = new_tracker(0), u = new_tracker(0);
+    recap_fork_token_t tt, tu;
+
+    add_abc(t, 3);
+    add_abc(u, 3);
+    ck_assert_ok(recap_tracker_fork(t, "a", &tt));
+    ck_assert_ok(recap_tracker_fork(u, "a", &tu));
+    ck_assert_status(recap_tracker_unfork(t, tu), RECAP_ERR_STATE);
+    ck_assert_ok(recap_tracker_unfork(t, tt));
+    ck_assert_ok(recap_tracker_unfork(u, tu));
+    recap_tracker_destroy(t);
+    recap_tracker_destroy(u);
+}
+END_TEST
+
+START_TEST(reset_set_states_and_destroy_with_open_fork_are_rejected)
+{
+    recap_tracker_h t = new_tracker(mode_flags(_i));
+    recap_fork_token_t tok;
+    recap_states_h s;
+
+    add_abc(t, 11);
+    ck_assert_ok(recap_tracker_get_states(t, &s));
+    ck_assert_ok(recap_tracker_fork(t, "b", &tok));
+    ck_assert_status(recap_tracker_reset(t), RECAP_ERR_STATE);
+    ck_assert_status(recap_tracker_set_states(t, s), RECAP_ERR_STATE);
+    ck_assert_status(recap_tracker_destroy(t), RECAP_ERR_STATE);
+    ck_assert_uint_eq(state_count(t), 3);
+    ck_assert_ok(recap_tracker_unfork(t, tok));
+    ck_assert_ok(recap_tracker_set_states(t, s));
+    recap_states_free(s);
+    ck_assert_ok(recap_tracker_destroy(t));
+}
+END_TEST
+
+START_TEST(inference_tracker_passes_forks_through)
+{
+    recap_tracker_h t = new_tracker(RECAP_TRACKER_INFERENCE), u = new_tracker(0);
+    recap_fork_token_t tok;
+    recap_states_h s;
+    uint32_t w[NWORDS], ref[NWORDS];
+    const char *name;
+    int init = 1;
+
+    ck_assert_ok(recap_tracker_add(u, "a", 5));
+    ck_assert_ok(recap_tracker_get_states(u, &s));
+    ck_assert_ok(recap_tracker_add(t, "a", 5));
+    ck_assert_ok(recap_tracker_add(t, "a", 5));
+    ck_assert_ok(recap_tracker_set_states(t, s));
+    ck_assert_uint_eq(state_count(t), 0);
+    ck_assert_ok(recap_tracker_is_initialized(t, &init));
+    ck_assert_int_eq(init, 0);
+    ck_assert_ok(recap_tracker_fork(t, "never-added", &tok));
+    ck_assert_ok(recap_tracker_current_name(t, &name));
+    ck_assert_str_eq(name, RECAP_RNG_DEFAULT);
+    draw(t, w, NWORDS);
+    ck_assert_status(recap_tracker_unfork(t, tok + 1), RECAP_ERR_STATE);
+    ck_assert_ok(recap_tracker_unfork(t, tok));
+    draw(u, ref, NWORDS); /* u's default generator: the same default seed, undisturbed */
+    ck_assert_mem_eq(w, ref, sizeof(w));
+    recap_states_free(s);
+    recap_tracker_destroy(t);
+    recap_tracker_destroy(u);
+}
+END_TEST
+
+START_TEST(states_object_copies_counts_names_and_looks_up)
+{
+    recap_tracker_h t = new_tracker(0);
+    uint8_t st[RECAP_STATE_BYTES], want[RECAP_STATE_BYTES];
+    recap_states_h s, c;
+    uint64_t base = tu_rand() >> 1;
+    const char *name;
+    size_t n;
+
+    add_abc(t, base);
+    ck_assert_ok(recap_tracker_get_states(t, &s));
+    ck_assert_ok(recap_states_copy(s, &c));
+    ck_assert_ok(recap_states_free(s));
+    ck_assert_ok(recap_states_count(c, &n));
+    ck_assert_uint_eq(n, 3);
+    ck_assert_ok(recap_states_name(c, 0, &name));
+    ck_assert_str_eq(name, "a");
+    ck_assert_ok(recap_states_name(c, 2, &name));
+    ck_assert_str_eq(name, "c");
+    ck_assert_status(recap_states_name(c, 3, &name), RECAP_ERR_INVALID_ARG);
+    ck_assert_ok(recap_states_lookup(c, "b", st));
+    encode(base + 1, 0, want);
+    ck_assert_mem_eq(st, want, sizeof(st));
+    ck_assert_status(recap_states_lookup(c, "bb", st), RECAP_ERR_NOT_FOUND);
+    ck_assert_status(recap_states_lookup(c, RECAP_RNG_DEFAULT, st), RECAP_ERR_NOT_FOUND);
+    ck_assert_ok(recap_states_free(c));
+    recap_tracker_destroy(t);
+}
+END_TEST
+
+START_TEST(graph_safe_conversion_continues_the_sequence)
+{
+    recap_tracker_h t = new_tracker(RECAP_TRACKER_GRAPH_SAFE);
+    recap_generator_h gs, ref;
+    uint8_t st[RECAP_STATE_BYTES], back[RECAP_STATE_BYTES], before[RECAP_STATE_BYTES],
+        after[RECAP_STATE_BYTES];
+    uint32_t w[NWORDS], r[NWORDS];
+    int graph_safe = 0;
+
+    ck_assert_ok(recap_tracker_is_graph_safe(t, &graph_safe));
+    ck_assert_int_eq(graph_safe, 1);
+    encode(tu_rand(), tu_rand_offset(), st);
+    gen_state(t, before);
+    ck_assert_ok(recap_state_to_graph_safe(t, st, &gs));
+    ck_assert_ok(recap_state_from_graph_safe(gs, back));
+    ck_assert_mem_eq(back, st, sizeof(st));
+    ck_assert_ok(recap_generator_create(RECAP_DEVICE_HOST, &ref));
+    ck_assert_ok(recap_generator_set_state(ref, st));
+    ck_assert_ok(recap_generator_fill_u32(gs, NULL, w, NWORDS));
+    ck_assert_ok(recap_generator_fill_u32(ref, NULL, r, NWORDS));
+    ck_assert_mem_eq(w, r, sizeof(w));
+    ck_assert_ok(recap_state_from_graph_safe(gs, back));
+    ck_assert_ok(recap_generator_get_state(ref, st));
+    ck_assert_mem_eq(back, st, sizeof(st));
+    gen_state(t, after);
+    ck_assert_mem_eq(before, after, sizeof(before));
+    st[8] |= 2;
+    ck_assert_status(recap_state_to_graph_safe(t, st, &gs), RECAP_ERR_MISALIGNED);
+    recap_generator_destroy(gs);
+    recap_generator_destroy(ref);
+    recap_tracker_destroy(t);
+    t = new_tracker(0);
+    ck_assert_ok(recap_tracker_is_graph_safe(t, &graph_safe));
+    ck_assert_int_eq(graph_safe, 0);
+    recap_tracker_destroy(t);
+}
+END_TEST
+
+START_TEST(tracker_drives_the_generator_it_is_given)
+{
+    recap_tracker_params_t p = {0};
+    recap_generator_h g, got;
+    recap_tracker_h t;
+    uint8_t st[RECAP_STATE_BYTES], want[RECAP_STATE_BYTES];
+    recap_fork_token_t tok;
+
+    ck_assert_ok(recap_generator_create(RECAP_DEVICE_HOST, &g));
+    p.generator = g;
+    p.flags = mode_flags(_i);
+    ck_assert_ok(recap_tracker_create(&p, &t));
+    ck_assert_ok(recap_tracker_generator(t, &got));
+    ck_assert_ptr_eq(got, g);
+    ck_assert_ok(recap_tracker_add(t, "a", 42));
+    ck_assert_ok(recap_tracker_fork(t, "a", &tok));
+    ck_assert_ok(recap_generator_get_state(g, st));
+    encode(42, 0, want);
+    ck_assert_mem_eq(st, want, sizeof(st));
+    ck_assert_ok(recap_tracker_unfork(t, tok));
+    ck_assert_ok(recap_tracker_destroy(t));
+    /* Not owned by the tracker: still usable. */
+    ck_assert_ok(recap_generator_get_state(g, st));
+    ck_assert_ok(recap_generator_destroy(g));
+}
+END_TEST
+
+/* ---------------------------------------------------------------- the default tracker */
+
+START_TEST(default_tracker_before_initialize_is_a_state_error)
+{
+    recap_tracker_h t = NULL;
+
+    ck_assert_status(recap_default_tracker_get(&t), RECAP_ERR_STATE);
+    ck_assert_ptr_nonnull(strstr(recap_last_error(), "recap_default_tracker_initialize"));
+    ck_assert_ptr_null(t);
+}
+END_TEST
+
+START_TEST(default_tracker_initialize_with_same_params_returns_it)
+{
+    recap_tracker_params_t p = {.flags = RECAP_TRACKER_GRAPH_SAFE, .device = RECAP_DEVICE_HOST};
+    recap_tracker_h a, b, c;
+
+    ck_assert_ok(recap_default_tracker_initialize(&p, 0, &a));
+    ck_assert_ok(recap_tracker_add(a, "a", 1));
+    ck_assert_ok(recap_default_tracker_initialize(&p, 0, &b));
+    ck_assert_ptr_eq(a, b);
+    ck_assert_ok(recap_default_tracker_get(&c));
+    ck_assert_ptr_eq(a, c);
+    ck_assert_uint_eq(state_count(c), 1);
+}
+END_TEST
+
+START_TEST(default_tracker_initialize_with_other_params_keeps_the_first)
+{
+    recap_tracker_params_t p = {.flags = 0, .device = RECAP_DEVICE_HOST}, q = p;
+    recap_tracker_h a, b = NULL, c;
+
+    ck_assert_ok(recap_default_tracker_initialize(&p, 0, &a));
+    ck_assert_ok(recap_tracker_add(a, "a", 1));
+    q.flags = RECAP_TRACKER_INFERENCE;
+    ck_assert_status(recap_default_tracker_initialize(&q, 0, &b), RECAP_ERR_OPTIONS_DIFFER);
+    ck_assert_ptr_nonnull(strstr(recap_last_error(), "force_reset"));
+    ck_assert_ptr_null(b);
+    ck_assert_ok(recap_default_tracker_get(&c));
+    ck_assert_ptr_eq(a, c);
+    ck_assert_uint_eq(state_count(c), 1);
+}
+END_TEST
+
+START_TEST(default_tracker_force_reset_replaces_it)
+{
+    recap_tracker_params_t p = {.flags = 0, .device = RECAP_DEVICE_HOST}, q = p;
+    recap_tracker_h a, b, c;
+    recap_fork_token_t tok;
+    int graph_safe = 0;
+
+    ck_assert_ok(recap_default_tracker_initialize(&p, 0, &a));
+    ck_assert_ok(recap_tracker_add(a, "a", 1));
+    q.flags = RECAP_TRACKER_GRAPH_SAFE;
+    ck_assert_ok(recap_default_tracker_initialize(&q, 1, &b));
+    ck_assert_ok(recap_default_tracker_get(&c));
+    ck_assert_ptr_eq(b, c);
+    ck_assert_ok(recap_tracker_is_graph_safe(c, &graph_safe));
+    ck_assert_int_eq(graph_safe, 1);
+    ck_assert_uint_eq(state_count(c), 0);
+    /* A default tracker with a fork open cannot be replaced under its forks. */
+    ck_assert_ok(recap_tracker_add(c, "a", 1));
+    ck_assert_ok(recap_tracker_fork(c, "a", &tok));
+    ck_assert_status(recap_default_tracker_initialize(&p, 1, &a), RECAP_ERR_STATE);
+    ck_assert_ok(recap_default_tracker_get(&a));
+    ck_assert_ptr_eq(a, c);
+    ck_assert_ok(recap_tracker_unfork(c, tok));
+}
+END_TEST
+
+/* ---------------------------------------------------------------- threads */
+
+#define THREAD_ITERS 100000
+
+typedef struct {
+    recap_tracker_h t;
+    uint64_t base;
+    uint64_t hash;
+    uint8_t a[RECAP_STATE_BYTES], b[RECAP_STATE_BYTES], dflt[RECAP_STATE_BYTES];
+    int failed;
+} solo_t;
+
+/* Forks "a" every iteration and "b" inside it every third, drawing in each; folds the words
+ * into a hash. Returns through s, asserting nothing (Check asserts are not thread-safe). */
+static void *solo_run(void *arg)
+{
+    solo_t *s = arg;
+    recap_generator_h g;
+    recap_fork_token_t ta, tb;
+    uint32_t w[4];
+    uint64_t h = 0xcbf29ce484222325ULL;
+    int i, k, bad = 0;
+
+    recap_tracker_generator(s->t, &g);
+    for (i = 0; i < THREAD_ITERS; i++) {
+        bad |= recap_tracker_fork(s->t, "a", &ta) != RECAP_OK;
+        bad |= recap_generator_fill_u32(g, NULL, w, 4) != RECAP_OK;
+        if (i % 3 == 0) {
+            bad |= recap_tracker_fork(s->t, "b", &tb) != RECAP_OK;
+            bad |= recap_generator_fill_u32(g, NULL, w + 2, 2) != RECAP_OK;
+            bad |= recap_tracker_unfork(s->t, tb) != RECAP_OK;
+        }
+        bad |= recap_tracker_unfork(s->t, ta) != RECAP_OK;
+        for (k = 0; k < 4; k++)
+            h = (h ^ w[k]) * 0x100000001b3ULL;
+    }
+    s->hash = h;
+    s->failed = bad;
+    return NULL;
+}
+
+static void solo_setup(solo_t *s, uint32_t flags, uint64_t base)
+{
+    memset(s, 0, sizeof(*s));
+    s->t = new_tracker(flags);
+    s->base = base;
+    ck_assert_ok(recap_tracker_add(s->t, "a", base));
+    ck_assert_ok(recap_tracker_add(s->t, "b", base + 1));
+}
+
+static void solo_finish(solo_t *s)
+{
+    ck_assert_int_eq(s->failed, 0);
+    named_state(s->t, "a", s->a);
+    named_state(s->t, "b", s->b);
+    gen_state(s->t, s->dflt);
+    recap_tracker_destroy(s->t);
+}
+
+START_TEST(threads_on_their_own_trackers_draw_what_one_thread_draws)
+{
+    solo_t par[4], one;
+    pthread_t th[4];
+    uint64_t base = tu_rand() >> 2;
+    int k;
+
+    for (k = 0; k < 4; k++)
+        solo_setup(&par[k], mode_flags(_i), base + 10 * (uint64_t)k);
+    for (k = 0; k < 4; k++)
+        ck_assert_int_eq(pthread_create(&th[k], NULL, solo_run, &par[k]), 0);
+    for (k = 0; k < 4; k++) {
+        ck_assert_int_eq(pthread_join(th[k], NULL), 0);
+        solo_finish(&par[k]);
+    }
+    for (k = 0; k < 4; k++) {
+        solo_setup(&one, mode_flags(_i), base + 10 * (uint64_t)k);
+        solo_run(&one);
+        solo_finish(&one);
+        ck_assert_uint_eq(par[k].hash, one.hash);
+        ck_assert_mem_eq(par[k].a, one.a, RECAP_STATE_BYTES);
+        ck_assert_mem_eq(par[k].b, one.b, RECAP_STATE_BYTES);
+        ck_assert_mem_eq(par[k].dflt, one.dflt, RECAP_STATE_BYTES);
+    }
+}
+END_TEST
+
+#define SHARED_ITERS 20000
+
+typedef struct {
+    recap_tracker_h t;
+    const char *name;
+    int failed;
+} shared_t;
+
+/* Unforks that are not innermost are refused; the thread waits until its fork is on top. */
+static void *shared_run(void *arg)
+{
+    shared_t *s = arg;
+    recap_generator_h g;
+    recap_fork_token_t tok;
+    recap_status_t st;
+    uint32_t w[4];
+    int i, bad = 0;
+
+    recap_tracker_generator(s->t, &g);
+    for (i = 0; i < SHARED_ITERS; i++) {
+        bad |= recap_tracker_fork(s->t, s->name, &tok) != RECAP_OK;
+        bad |= recap_generator_fill_u32(g, NULL, w, 4) != RECAP_OK;
+        while ((st = recap_tracker_unfork(s->t, tok)) == RECAP_ERR_STATE)
+            sched_yield();
+        bad |= st != RECAP_OK;
+    }
+    s->failed = bad;
+    return NULL;
+}
+
+static uint64_t offset_of(const uint8_t st[RECAP_STATE_BYTES])
+{
+    uint64_t v = 0;
+    int i;
+
+    for (i = 7; i >= 0; i--)
+        v = v << 8 | st[8 + i];
+    return v;
+}
+
+START_TEST(threads_sharing_a_tracker_keep_it_consistent)
+{
+    recap_tracker_h t = new_tracker(mode_flags(_i));
+    shared_t s[2] = {{t, "a", 0}, {t, "b", 0}};
+    uint8_t a[RECAP_STATE_BYTES], b[RECAP_STATE_BYTES], d[RECAP_STATE_BYTES],
+        d0[RECAP_STATE_BYTES];
+    pthread_t th[2];
+    const char *name;
+    int k;
+
+    ck_assert_ok(recap_tracker_add(t, "a", 1));
+    ck_assert_ok(recap_tracker_add(t, "b", 2));
+    gen_state(t, d0);
+    for (k = 0; k < 2; k++)
+        ck_assert_int_eq(pthread_create(&th[k], NULL, shared_run, &s[k]), 0);
+    for (k = 0; k < 2; k++) {
+        ck_assert_int_eq(pthread_join(th[k], NULL), 0);
+        ck_assert_int_eq(s[k].failed, 0);
+    }
+    /* Every draw happened inside some fork, so it advanced "a" or "b", never the default. */
+    named_state(t, "a", a);
+    named_state(t, "b", b);
+    gen_state(t, d);
+    ck_assert_mem_eq(d, d0, sizeof(d));
+    ck_assert_uint_eq(offset_of(a) + offset_of(b), 2 * SHARED_ITERS * 4);
+    ck_assert_uint_eq(a[0], 1);
+    ck_assert_uint_eq(b[0], 2);
+    ck_assert_ok(recap_tracker_current_name(t, &name));
+    ck_assert_str_eq(name, RECAP_RNG_DEFAULT);
+    ck_assert_status(recap_tracker_unfork(t, 0), RECAP_ERR_STATE);
+    ck_assert_ok(recap_tracker_destroy(t));
+}
+END_TEST
+
+START_TEST(null_arguments_get_a_status_and_message)
+{
+    recap_tracker_params_t p = {.device = RECAP_DEVICE_HOST};
+    recap_tracker_h t = new_tracker(0);
+    recap_fork_token_t tok;
+    recap_generator_h g;
+    recap_states_h s;
+    uint8_t st[RECAP_STATE_BYTES] = {0};
+    const char *name;
+    size_t n;
+    int v;
+
+    ck_assert_status(recap_tracker_create(NULL, &t), RECAP_ERR_INVALID_ARG);
+    ck_assert_status(recap_tracker_create(&p, NULL), RECAP_ERR_INVALID_ARG);
+    p.flags = 1u << 7;
+    ck_assert_status(recap_tracker_create(&p, &t), RECAP_ERR_INVALID_ARG);
+    ck_assert_status(recap_tracker_destroy(NULL), RECAP_ERR_INVALID_ARG);
+    ck_assert_status(recap_tracker_reset(NULL), RECAP_ERR_INVALID_ARG);
+    ck_assert_status(recap_tracker_is_initialized(NULL, &v), RECAP_ERR_INVALID_ARG);
+    ck_assert_status(recap_tracker_is_initialized(t, NULL), RECAP_ERR_INVALID_ARG);
+    ck_assert_status(recap_tracker_is_graph_safe(NULL, &v), RECAP_ERR_INVALID_ARG);
+    ck_assert_status(recap_tracker_add(NULL, "a", 1), RECAP_ERR_INVALID_ARG);
+    ck_assert_status(recap_tracker_fork(NULL, "a", &tok), RECAP_ERR_INVALID_ARG);
+    ck_assert_status(recap_tracker_fork(t, NULL, &tok), RECAP_ERR_INVALID_ARG);
+    ck_assert_status(recap_tracker_fork(t, "a", NULL), RECAP_ERR_INVALID_ARG);
+    ck_assert_status(recap_tracker_unfork(NULL, 1), RECAP_ERR_INVALID_ARG);
+    ck_assert_status(recap_tracker_generator(NULL, &g), RECAP_ERR_INVALID_ARG);
+    ck_assert_status(recap_tracker_current_name(NULL, &name), RECAP_ERR_INVALID_ARG);
+    ck_assert_status(recap_tracker_get_states(NULL, &s), RECAP_ERR_INVALID_ARG);
+    ck_assert_status(recap_tracker_get_states(t, NULL), RECAP_ERR_INVALID_ARG);
+    ck_assert_status(recap_tracker_set_states(t, NULL), RECAP_ERR_INVALID_ARG);
+    ck_assert_status(recap_states_copy(NULL, &s), RECAP_ERR_INVALID_ARG);
+    ck_assert_status(recap_states_free(NULL), RECAP_ERR_INVALID_ARG);
+    ck_assert_status(recap_states_count(NULL, &n), RECAP_ERR_INVALID_ARG);
+    ck_assert_status(recap_states_name(NULL, 0, &name), RECAP_ERR_INVALID_ARG);
+    ck_assert_status(recap_states_lookup(NULL, "a", st), RECAP_ERR_INVALID_ARG);
+    ck_assert_status(recap_state_to_graph_safe(NULL, st, &g), RECAP_ERR_INVALID_ARG);
+    ck_assert_status(recap_state_to_graph_safe(t, NULL, &g), RECAP_ERR_INVALID_ARG);
+    ck_assert_status(recap_state_from_graph_safe(NULL, st), RECAP_ERR_INVALID_ARG);
+    ck_assert_status(recap_default_tracker_initialize(NULL, 0, &t), RECAP_ERR_INVALID_ARG);
+    ck_assert_status(recap_default_tracker_get(NULL), RECAP_ERR_INVALID_ARG);
+    ck_assert_str_eq(recap_last_error(), "tracker_p is NULL");
+    ck_assert_ok(recap_tracker_destroy(t));
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("tracker");
+    TCase *tc = tcase_create("tracker");
+    TCase *dflt = tcase_create("default");
+    TCase *thr = tcase_create("threads");
+
+    tcase_add_loop_test(tc, set_states_after_get_states_round_trips, 0, 2);
+    tcase_add_loop_test(tc, reset_empties_states_seeds_and_flag, 0, 2);
+    tcase_add_test(tc, duplicate_seed_is_rejected_and_nothing_recorded);
+    tcase_add_test(tc, duplicate_name_is_rejected_and_its_seed_not_recorded);
+    tcase_add_loop_test(tc, added_state_equals_freshly_seeded_generator, 0, 2);
+    tcase_add_test(tc, bad_names_are_rejected);
+    tcase_add_loop_test(tc, nested_forks_draw_like_sequential_forks, 0, 2);
+    tcase_add_loop_test(tc, inner_fork_of_the_same_name_continues_it, 0, 2);
+    tcase_add_loop_test(tc, fork_of_unknown_name_is_not_found, 0, 2);
+    tcase_add_loop_test(tc, unfork_of_a_non_innermost_token_is_rejected, 0, 2);
+    tcase_add_test(tc, unfork_without_a_fork_is_rejected);
+    tcase_add_test(tc, token_of_another_tracker_is_rejected);
+    tcase_add_loop_test(tc, reset_set_states_and_destroy_with_open_fork_are_rejected, 0, 2);
+    tcase_add_test(tc, inference_tracker_passes_forks_through);
+    tcase_add_test(tc, states_object_copies_counts_names_and_looks_up);
+    tcase_add_test(tc, graph_safe_conversion_continues_the_sequence);
+    tcase_add_loop_test(tc, tracker_drives_the_generator_it_is_given, 0, 2);
+    tcase_add_test(tc, null_arguments_get_a_status_and_message);
+    suite_add_tcase(s, tc);
+    /* Check runs every test in a child process, so each starts without a default tracker. */
+    tcase_add_test(dflt, default_tracker_before_initialize_is_a_state_error);
+    tcase_add_test(dflt, default_tracker_initialize_with_same_params_returns_it);
+    tcase_add_test(dflt, default_tracker_initialize_with_other_params_keeps_the_first);
+    tcase_add_test(dflt, default_tracker_force_reset_replaces_it);
+    suite_add_tcase(s, dflt);
+    tcase_set_timeout(thr, 120);
+    tcase_add_loop_test(thr, threads_on_their_own_trackers_draw_what_one_thread_draws, 0, 2);
+    tcase_add_loop_test(thr, threads_sharing_a_tracker_keep_it_consistent, 0, 2);
+    suite_add_tcase(s, thr);
+    return tu_run(s);
+}
