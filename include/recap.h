@@ -113,6 +113,15 @@ RECAP_API recap_status_t recap_generator_fill_uniform_double(recap_generator_h g
 
 /* ---------------------------------------------------------------- RNG state tracker */
 
+/*
+ * Megatron-Core's CudaRNGStatesTracker. Thread safety: each tracker has its own lock, so trackers
+ * used from different threads never contend, and calls on one tracker from several threads are
+ * serialized. Forks on one tracker must still end in reverse order across all its threads: an
+ * unfork whose token is not the innermost open fork is refused (RECAP_ERR_STATE) and changes
+ * nothing; the caller may retry once the forks opened after it have ended. States objects and
+ * snapshots are plain values without a lock of their own: use each from one thread at a time.
+ */
+
 typedef struct recap_tracker *recap_tracker_h;
 typedef struct recap_states *recap_states_h;
 typedef struct recap_snapshot *recap_snapshot_h;
@@ -131,7 +140,8 @@ typedef uint64_t recap_fork_token_t;
 enum {
     /* Named states are generator-state objects that stay valid inside a capture. */
     RECAP_TRACKER_GRAPH_SAFE = 1u << 0,
-    /* add and set_states do nothing; fork is a plain pass-through. */
+    /* add and set_states do nothing (the tracker stays uninitialized); fork of any name is a
+     * pass-through that installs nothing but still returns a token checked by unfork. */
     RECAP_TRACKER_INFERENCE = 1u << 1
 };
 
@@ -146,26 +156,40 @@ typedef struct recap_tracker_params {
 } recap_tracker_params_t;
 
 RECAP_API recap_status_t recap_tracker_create(const recap_tracker_params_t *params, recap_tracker_h *tracker_p);
+/* RECAP_ERR_STATE while forks are open (the tracker's generator would keep a named state). An
+ * owned generator (params.generator NULL) is destroyed with the tracker. */
 RECAP_API recap_status_t recap_tracker_destroy(recap_tracker_h tracker);
-/* Empties the states and used seeds, marks the tracker uninitialized, current = default. */
+/* Empties the states and used seeds, marks the tracker uninitialized, current = default.
+ * RECAP_ERR_STATE while forks are open. */
 RECAP_API recap_status_t recap_tracker_reset(recap_tracker_h tracker);
 RECAP_API recap_status_t recap_tracker_is_initialized(recap_tracker_h tracker, int *initialized_p);
 RECAP_API recap_status_t recap_tracker_is_graph_safe(recap_tracker_h tracker, int *graph_safe_p);
-/* Adds a state equal to a generator freshly seeded with `seed`; does not disturb the current
- * generator. Errors: RECAP_ERR_DUPLICATE_SEED, RECAP_ERR_EXISTS. */
+/* Adds a state equal to a generator freshly seeded with `seed` (offset 0) and marks the tracker
+ * initialized; does not disturb the current generator. Names are 1..RECAP_NAME_MAX bytes and not
+ * RECAP_RNG_DEFAULT. Errors: RECAP_ERR_DUPLICATE_SEED (checked first), RECAP_ERR_EXISTS; a failed
+ * add records nothing (Megatron would keep the seed of an add that failed on its name). */
 RECAP_API recap_status_t recap_tracker_add(recap_tracker_h tracker, const char *name, uint64_t seed);
-/* Installs the named state in the tracker's generator until the matching unfork. */
+/* Installs the named state in the tracker's generator until the matching unfork; an outer
+ * fork's progress is kept, and nested forks (A, B, A again) draw exactly what the same forks
+ * one after the other would. RECAP_ERR_NOT_FOUND for a name never added. Value mode copies
+ * 16-byte values; graph-safe mode installs the state object itself. */
 RECAP_API recap_status_t recap_tracker_fork(recap_tracker_h tracker, const char *name,
                                   recap_fork_token_t *token_p);
-/* Ends the innermost fork; RECAP_ERR_STATE when `token` is not the innermost one. */
+/* Ends the innermost fork: the advanced state goes back under its name and the outer state is
+ * reinstalled. RECAP_ERR_STATE (nothing changed) when `token` is not the innermost open fork of
+ * this tracker, or no fork is open. */
 RECAP_API recap_status_t recap_tracker_unfork(recap_tracker_h tracker, recap_fork_token_t token);
 /* The generator the tracker drives (the one forks install states into). Not owned by caller. */
 RECAP_API recap_status_t recap_tracker_generator(recap_tracker_h tracker, recap_generator_h *gen_p);
-/* Name of the current state (RECAP_RNG_DEFAULT outside forks); valid until the next fork/unfork. */
+/* Name of the current state (RECAP_RNG_DEFAULT outside forks, and always for an inference
+ * tracker); valid until the next fork/unfork. */
 RECAP_API recap_status_t recap_tracker_current_name(recap_tracker_h tracker, const char **name_p);
-/* Copy of the whole name -> state map. */
+/* Copy of the whole name -> state map, by value, in insertion order. */
 RECAP_API recap_status_t recap_tracker_get_states(recap_tracker_h tracker, recap_states_h *states_p);
-/* Replaces the map with a copy of `states`; marks the tracker initialized. */
+/* Replaces the map with a copy of `states`; marks the tracker initialized; leaves the used seeds
+ * as they are (as Megatron does). Graph-safe trackers keep the state object of every name that
+ * stays, writing the new value into it, so graphs referring to it stay valid. RECAP_ERR_STATE
+ * while forks are open. */
 RECAP_API recap_status_t recap_tracker_set_states(recap_tracker_h tracker, recap_states_h states);
 
 RECAP_API recap_status_t recap_states_copy(recap_states_h states, recap_states_h *copy_p);
@@ -173,6 +197,7 @@ RECAP_API recap_status_t recap_states_free(recap_states_h states);
 RECAP_API recap_status_t recap_states_count(recap_states_h states, size_t *count_p);
 /* The i-th name in insertion order; valid while `states` lives. */
 RECAP_API recap_status_t recap_states_name(recap_states_h states, size_t index, const char **name_p);
+/* RECAP_ERR_NOT_FOUND for a name not in `states`. */
 RECAP_API recap_status_t recap_states_lookup(recap_states_h states, const char *name,
                                    uint8_t state[RECAP_STATE_BYTES]);
 
@@ -184,9 +209,11 @@ RECAP_API recap_status_t recap_state_to_graph_safe(recap_tracker_h tracker,
                                          recap_generator_h *gen_p);
 RECAP_API recap_status_t recap_state_from_graph_safe(recap_generator_h gen, uint8_t state[RECAP_STATE_BYTES]);
 
-/* Process-wide default tracker. initialize creates it (or, with force_reset, replaces it);
- * a second initialize with different params returns RECAP_ERR_OPTIONS_DIFFER and keeps the
- * existing tracker. get returns RECAP_ERR_STATE before initialize. */
+/* Process-wide default tracker. initialize creates it (or, with force_reset, replaces it: the
+ * old one is destroyed and its handle becomes invalid; RECAP_ERR_STATE, keeping it, while it has
+ * forks open). Initialize again with the same params returns the existing tracker; with
+ * different params RECAP_ERR_OPTIONS_DIFFER, keeping the existing one (Megatron silently keeps
+ * it). get returns RECAP_ERR_STATE before initialize. */
 RECAP_API recap_status_t recap_default_tracker_initialize(const recap_tracker_params_t *params,
                                                 int force_reset, recap_tracker_h *tracker_p);
 RECAP_API recap_status_t recap_default_tracker_get(recap_tracker_h *tracker_p);
@@ -202,26 +229,42 @@ typedef struct recap_parallel_ranks {
 } recap_parallel_ranks_t;
 
 /* Megatron's model_parallel_cuda_manual_seed: resets the tracker, seeds its generator with
- * `seed` and adds the data/model/expert-parallel (and remat) states. seed must be > 0 and every
- * rank < its size (sizes >= 1). */
+ * `seed` and adds, in this order, data-parallel-rng = seed, model-parallel-rng = seed + 2718 +
+ * tp_rank, expert-parallel-rng = seed + 1024 + 100 * ep_rank + etp_rank, and when
+ * gtp_remat_size > 1 gtp-remat-rng = model seed + 65536 * (1 + gtp_remat_rank), when
+ * egtp_remat_size > 1 egtp-remat-rng = expert seed + 32768 + 65536 * (1 + egtp_remat_rank).
+ * seed must be > 0, sizes >= 1 and 0 <= rank < size, and the derived seeds distinct; otherwise
+ * RECAP_ERR_INVALID_ARG and the tracker is untouched. RECAP_ERR_STATE while forks are open.
+ * Graph-safe trackers keep the state objects of the names (see set_states). */
 RECAP_API recap_status_t recap_tracker_seed_parallel(recap_tracker_h tracker, int64_t seed,
                                            const recap_parallel_ranks_t *ranks);
 
 /* ---------------------------------------------------------------- whole-state snapshots */
 
-/* A snapshot holds the host generator, the tracker's generator and every named state. */
+/* A snapshot holds values: the host generator (params.host_generator, if any), the tracker's
+ * generator, every named state and the initialized flag; not the current name or open forks.
+ * Taking and restoring copy values: no allocation once the snapshot's arrays are large enough,
+ * no device work. */
 RECAP_API recap_status_t recap_snapshot_create(recap_snapshot_h *snap_p);
 RECAP_API recap_status_t recap_snapshot_destroy(recap_snapshot_h snap);
 /* Copies the tracker's whole RNG state into snap (no allocation once snap is large enough). */
 RECAP_API recap_status_t recap_snapshot_take(recap_tracker_h tracker, recap_snapshot_h snap);
-/* Restores exactly what take saw. All or nothing: on error the live state is untouched. */
+/* Restores exactly what take saw. All or nothing: on error the live state is untouched. When
+ * the tracker has the snapshot's names in the same order, values are written in place (inside
+ * forks too; graph-safe trackers write into their existing state objects); otherwise the map is
+ * replaced wholesale (keeping the objects of names that stay), which is RECAP_ERR_STATE while
+ * forks are open. RECAP_ERR_STATE for a snapshot never taken or deserialized;
+ * RECAP_ERR_INVALID_ARG when exactly one of snapshot and tracker has a host generator. */
 RECAP_API recap_status_t recap_snapshot_restore(recap_tracker_h tracker, recap_snapshot_h snap);
-/* Versioned little-endian byte form for training checkpoints. With buf NULL or too small,
- * *len_p receives the size needed and RECAP_ERR_INVALID_ARG is returned when buf is too small. */
+/* Versioned little-endian byte form for training checkpoints ("RCAP", format version, flags,
+ * counts, the states, an FNV-1a-64 checksum; src/tracker/serialize.c has the layout). With buf
+ * NULL or too small, *len_p receives the size needed and RECAP_ERR_INVALID_ARG is returned when
+ * buf is too small. */
 RECAP_API recap_status_t recap_snapshot_serialize(recap_snapshot_h snap, void *buf, size_t cap,
                                         size_t *len_p);
-/* Parses and validates a blob into snap; corrupt, truncated or foreign-version data is rejected
- * and snap is left unchanged. */
+/* Parses and validates a whole blob into snap; RECAP_ERR_VERSION for another format version,
+ * RECAP_ERR_CORRUPT for damaged or truncated data (bad magic, length, checksum, names, offsets
+ * not multiples of 4), and snap is left unchanged on any error. Restore it to apply it. */
 RECAP_API recap_status_t recap_snapshot_deserialize(const void *buf, size_t len, recap_snapshot_h snap);
 
 #ifdef __cplusplus
