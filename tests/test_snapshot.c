@@ -209,6 +209,7 @@ START_TEST(restore_of_other_names_replaces_the_map)
     ck_assert_ok(recap_snapshot_take(rig.t, snap));
     ck_assert_ok(recap_snapshot_restore(other, snap));
     at_take = observe(&rig);
+    ck_assert_ok(recap_tracker_destroy(rig.t));
     rig.t = other;
     after = observe(&rig);
     assert_seen_equal(&at_take, &after);
