@@ -92,10 +92,14 @@ RECAP_API recap_status_t recap_generator_get_state(recap_generator_h gen, uint8_
 /* RECAP_ERR_MISALIGNED when the offset is not a multiple of 4; the generator is unchanged. */
 RECAP_API recap_status_t recap_generator_set_state(recap_generator_h gen,
                                          const uint8_t state[RECAP_STATE_BYTES]);
-/* Reserves n values per thread for a kernel: fills *args with the arguments to draw with
- * (curand_init(seed, thread, offset) layout) and advances the offset by round_up(n, 4). */
-RECAP_API recap_status_t recap_generator_reserve(recap_generator_h gen, uint64_t n,
-                                       recap_philox_args_t *args_p);
+/* Reserves n values per thread for a kernel about to run on `stream` (NULL for host
+ * generators): fills *args with the arguments to draw with (curand_init(seed, thread, offset)
+ * layout; pass them to recap_philox_unpack in the kernel) and advances the offset by
+ * round_up(n, 4). When `stream` is capturing, the arguments point at the generator's device
+ * slot and the offset relative to the capture advances instead. RECAP_ERR_NOT_REGISTERED when
+ * the stream captures but recap was not told of the capture or the generator was not primed. */
+RECAP_API recap_status_t recap_generator_reserve(recap_generator_h gen, recap_stream_t stream,
+                                                 uint64_t n, recap_philox_args_t *args_p);
 
 /*
  * Bulk fills. The words equal cuRAND's curandGenerate (PHILOX4_32_10, default ordering) with the
@@ -110,6 +114,74 @@ RECAP_API recap_status_t recap_generator_fill_uniform(recap_generator_h gen, rec
                                             float *buf, size_t n);
 RECAP_API recap_status_t recap_generator_fill_uniform_double(recap_generator_h gen, recap_stream_t stream,
                                                    double *buf, size_t n);
+
+/* ---------------------------------------------------------------- graph-safe RNG: captures */
+
+/*
+ * Inside a CUDA-graph capture, device generators hand out pointer-based Philox arguments (a
+ * device slot holding seed and base offset, plus an offset relative to the capture), and each
+ * launch of the resulting graph gets a fresh base: every replay draws new numbers, replays never
+ * overlap eager draws, and K launches draw exactly what K eager runs of the same work would.
+ *
+ * recap learns of captures through events. Its hooks (LD_PRELOAD, CUPTI, CUDA injection) report
+ * them for unmodified hosts; a host may also report its own (the recap_capture_* and
+ * recap_graph_* calls below, in the order shown), or let recap drive the driver
+ * (recap_stream_begin_capture ... recap_graph_launch).
+ *
+ * Rules: graphs drawing from one generator must launch in stream order (not concurrently on
+ * different streams), as with PyTorch's registered generators.
+ */
+typedef void *recap_graph_t;      /* a CUgraph / cudaGraph_t */
+typedef void *recap_graph_exec_t; /* a CUgraphExec / cudaGraphExec_t */
+typedef enum recap_capture_mode {  /* the values of CUstreamCaptureMode */
+    RECAP_CAPTURE_GLOBAL = 0,
+    RECAP_CAPTURE_THREAD_LOCAL = 1,
+    RECAP_CAPTURE_RELAXED = 2
+} recap_capture_mode_t;
+
+/* Before the host begins a capture on `stream`: primes every device generator state of the
+ * stream's device (device slots allocated now, outside the capture). */
+RECAP_API recap_status_t recap_capture_will_begin(recap_stream_t stream, recap_capture_mode_t mode);
+/* After the capture began: binds it to the calling thread (draws on this thread, and draws on
+ * `stream`, are captured). */
+RECAP_API recap_status_t recap_capture_began(recap_stream_t stream);
+/* Before the host ends the capture: captures the node that advances the generators' device
+ * copies at the end of each launch. */
+RECAP_API recap_status_t recap_capture_will_end(recap_stream_t stream);
+/* After the capture ended with `graph` (NULL if it failed): attaches what the capture drew.
+ * RECAP_ERR_UNSUPPORTED when something inside the capture made a correct replay impossible
+ * (the message says what), e.g. a value-mode tracker fork changing the seed. */
+RECAP_API recap_status_t recap_capture_ended(recap_stream_t stream, recap_graph_t graph);
+RECAP_API recap_status_t recap_graph_instantiated(recap_graph_t graph, recap_graph_exec_t exec);
+RECAP_API recap_status_t recap_graph_cloned(recap_graph_t original, recap_graph_t clone);
+RECAP_API recap_status_t recap_graph_destroyed(recap_graph_t graph);
+RECAP_API recap_status_t recap_graph_exec_destroyed(recap_graph_exec_t exec);
+/* Before each launch of `exec` on `stream`: advances its generators; in steady state it issues
+ * no device work. */
+RECAP_API recap_status_t recap_graph_will_launch(recap_graph_exec_t exec, recap_stream_t stream);
+/* When the launch announced by recap_graph_will_launch did not happen. */
+RECAP_API recap_status_t recap_graph_launch_failed(recap_graph_exec_t exec);
+/* For hosts without hooks, as the first thing inside a capture on `stream`: primes the device's
+ * generator states (allocating under the relaxed capture mode) and reports the capture as begun.
+ * Does nothing when the stream is not capturing. */
+RECAP_API recap_status_t recap_capture_prime(recap_stream_t stream);
+/* Whether this process needs explicit registration: captures a draw on a generator nobody
+ * registered, on a private stream, and reports whether it was rejected (1: no hook is active,
+ * report captures or call recap_capture_prime; 0: recap's hooks register automatically).
+ * Needs a CUDA device; the result is cached. */
+RECAP_API recap_status_t recap_capture_needs_registration(int *needs_p);
+
+/* recap drives the driver and reports the events itself (for C hosts, tools and tests). */
+RECAP_API recap_status_t recap_stream_create(int device, recap_stream_t *stream_p);
+RECAP_API recap_status_t recap_stream_destroy(recap_stream_t stream);
+RECAP_API recap_status_t recap_stream_synchronize(recap_stream_t stream);
+RECAP_API recap_status_t recap_stream_begin_capture(recap_stream_t stream, recap_capture_mode_t mode);
+RECAP_API recap_status_t recap_stream_end_capture(recap_stream_t stream, recap_graph_t *graph_p);
+RECAP_API recap_status_t recap_graph_instantiate(recap_graph_t graph, recap_graph_exec_t *exec_p);
+RECAP_API recap_status_t recap_graph_clone(recap_graph_t graph, recap_graph_t *clone_p);
+RECAP_API recap_status_t recap_graph_launch(recap_graph_exec_t exec, recap_stream_t stream);
+RECAP_API recap_status_t recap_graph_destroy(recap_graph_t graph);
+RECAP_API recap_status_t recap_graph_exec_destroy(recap_graph_exec_t exec);
 
 /* ---------------------------------------------------------------- RNG state tracker */
 

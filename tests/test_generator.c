@@ -71,13 +71,13 @@ START_TEST(reserve_advances_by_rounded_count)
     ck_assert_ok(recap_generator_manual_seed(g, seed));
     for (i = 0; i < 1000; i++) {
         uint64_t n = 1 + tu_rand_below(64);
-        ck_assert_ok(recap_generator_reserve(g, n, &a));
+        ck_assert_ok(recap_generator_reserve(g, NULL, n, &a));
         ck_assert_int_eq(a.captured, 0);
         ck_assert_uint_eq(a.seed, seed);
         ck_assert_uint_eq(a.offset, expect);
         expect += (n + 3) / 4 * 4;
     }
-    ck_assert_status(recap_generator_reserve(g, 0, &a), RECAP_ERR_INVALID_ARG);
+    ck_assert_status(recap_generator_reserve(g, NULL, 0, &a), RECAP_ERR_INVALID_ARG);
     ck_assert_ok(recap_generator_destroy(g));
 }
 END_TEST
@@ -93,7 +93,7 @@ START_TEST(reserve_that_would_wrap_is_rejected)
     st[8] = 0xfc; /* offset 2^64 - 4 */
     ck_assert_ok(recap_generator_create(RECAP_DEVICE_HOST, &g));
     ck_assert_ok(recap_generator_set_state(g, st));
-    ck_assert_status(recap_generator_reserve(g, 8, &a), RECAP_ERR_INVALID_ARG);
+    ck_assert_status(recap_generator_reserve(g, NULL, 8, &a), RECAP_ERR_INVALID_ARG);
     ck_assert_ok(recap_generator_offset(g, &off));
     ck_assert_uint_eq(off, UINT64_MAX - 3);
     ck_assert_ok(recap_generator_destroy(g));
@@ -107,7 +107,7 @@ START_TEST(manual_seed_resets_offset)
     uint64_t off;
 
     ck_assert_ok(recap_generator_create(RECAP_DEVICE_HOST, &g));
-    ck_assert_ok(recap_generator_reserve(g, 10, &a));
+    ck_assert_ok(recap_generator_reserve(g, NULL, 10, &a));
     ck_assert_ok(recap_generator_manual_seed(g, 99));
     ck_assert_ok(recap_generator_offset(g, &off));
     ck_assert_uint_eq(off, 0);
@@ -129,13 +129,13 @@ START_TEST(null_arguments_get_a_status_and_message)
     ck_assert_status(recap_generator_manual_seed(NULL, 1), RECAP_ERR_INVALID_ARG);
     ck_assert_status(recap_generator_get_state(NULL, st), RECAP_ERR_INVALID_ARG);
     ck_assert_status(recap_generator_set_state(NULL, st), RECAP_ERR_INVALID_ARG);
-    ck_assert_status(recap_generator_reserve(NULL, 4, &a), RECAP_ERR_INVALID_ARG);
+    ck_assert_status(recap_generator_reserve(NULL, NULL, 4, &a), RECAP_ERR_INVALID_ARG);
     ck_assert_status(recap_generator_seed(NULL, &v), RECAP_ERR_INVALID_ARG);
     ck_assert_status(recap_generator_offset(NULL, &v), RECAP_ERR_INVALID_ARG);
     ck_assert_status(recap_generator_device(NULL, &d), RECAP_ERR_INVALID_ARG);
     ck_assert_ok(recap_generator_create(RECAP_DEVICE_HOST, &g));
     ck_assert_status(recap_generator_get_state(g, NULL), RECAP_ERR_INVALID_ARG);
-    ck_assert_status(recap_generator_reserve(g, 4, NULL), RECAP_ERR_INVALID_ARG);
+    ck_assert_status(recap_generator_reserve(g, NULL, 4, NULL), RECAP_ERR_INVALID_ARG);
     ck_assert_ok(recap_generator_device(g, &d));
     ck_assert_int_eq(d, RECAP_DEVICE_HOST);
     ck_assert_ok(recap_generator_destroy(g));

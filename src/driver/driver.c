@@ -16,10 +16,14 @@ static char driver_why[256];
 
 /* Each entry names the ABI version of the symbol cuda.h maps its macro to (e.g. cuMemAlloc is
  * cuMemAlloc_v2), so the behaviour matches what a program compiled against cuda.h gets. */
-#define DRV_SYM(field, name) {(void **)&driver.field, name}
+#define DRV_SYM(field, name) {(void **)&driver.field, name, 0}
+/* Capture and graph entry points: without them recap still fills and tracks, and capture calls
+ * report RECAP_ERR_UNSUPPORTED. */
+#define DRV_OPT(field, name) {(void **)&driver.field, name, 1}
 static const struct {
     void **slot;
     const char *name;
+    int optional;
 } driver_syms[] = {
     DRV_SYM(cuInit, "cuInit"),
     DRV_SYM(cuDriverGetVersion, "cuDriverGetVersion"),
@@ -43,6 +47,18 @@ static const struct {
     DRV_SYM(cuPointerGetAttribute, "cuPointerGetAttribute"),
     DRV_SYM(cuStreamGetCtx, "cuStreamGetCtx"),
     DRV_SYM(cuCtxGetDevice, "cuCtxGetDevice"),
+    DRV_SYM(cuStreamCreate, "cuStreamCreate"),
+    DRV_SYM(cuStreamDestroy, "cuStreamDestroy_v2"),
+    DRV_SYM(cuStreamSynchronize, "cuStreamSynchronize"),
+    DRV_OPT(cuStreamBeginCapture, "cuStreamBeginCapture_v2"),
+    DRV_OPT(cuStreamEndCapture, "cuStreamEndCapture"),
+    DRV_OPT(cuStreamGetCaptureInfo, "cuStreamGetCaptureInfo_v2"),
+    DRV_OPT(cuThreadExchangeStreamCaptureMode, "cuThreadExchangeStreamCaptureMode"),
+    DRV_OPT(cuGraphInstantiateWithFlags, "cuGraphInstantiateWithFlags"),
+    DRV_OPT(cuGraphLaunch, "cuGraphLaunch"),
+    DRV_OPT(cuGraphClone, "cuGraphClone"),
+    DRV_OPT(cuGraphDestroy, "cuGraphDestroy"),
+    DRV_OPT(cuGraphExecDestroy, "cuGraphExecDestroy"),
 };
 
 static void driver_load(void)
@@ -61,11 +77,19 @@ static void driver_load(void)
     }
     for (i = 0; i < sizeof(driver_syms) / sizeof(driver_syms[0]); i++) {
         *driver_syms[i].slot = dlsym(lib, driver_syms[i].name);
+        if (*driver_syms[i].slot == NULL && driver_syms[i].optional) {
+            driver.has_graphs = 0;
+            continue;
+        }
         if (*driver_syms[i].slot == NULL) {
             snprintf(driver_why, sizeof(driver_why), "%s lacks %s", path, driver_syms[i].name);
             return; /* the handle stays open: unloading a driver is never worth the risk */
         }
     }
+    driver.has_graphs = 1;
+    for (i = 0; i < sizeof(driver_syms) / sizeof(driver_syms[0]); i++)
+        if (driver_syms[i].optional && *driver_syms[i].slot == NULL)
+            driver.has_graphs = 0;
     rc = driver.cuInit(0);
     if (rc != CUDA_SUCCESS) {
         const char *name = "?";
@@ -84,6 +108,16 @@ recap_status_t recap__driver_get(const recap_driver_t **drv_p)
         return recap__fail(driver_status, "%s", driver_why);
     *drv_p = &driver;
     return RECAP_OK;
+}
+
+recap_status_t recap__driver_graphs(const recap_driver_t **drv_p)
+{
+    recap_status_t st = recap__driver_get(drv_p);
+
+    if (st == RECAP_OK && !(*drv_p)->has_graphs)
+        return recap__fail(RECAP_ERR_UNSUPPORTED, "this CUDA driver lacks the stream capture / "
+                           "graph API recap uses (CUDA >= 11.3 needed)");
+    return st;
 }
 
 recap_status_t recap__cuda_fail(CUresult rc, const char *what)

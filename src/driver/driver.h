@@ -36,7 +36,25 @@ typedef struct recap_driver {
     CUresult (*cuPointerGetAttribute)(void *, CUpointer_attribute, CUdeviceptr);
     CUresult (*cuStreamGetCtx)(CUstream, CUcontext *);
     CUresult (*cuCtxGetDevice)(CUdevice *);
+    /* streams, capture and graphs */
+    CUresult (*cuStreamCreate)(CUstream *, unsigned int);
+    CUresult (*cuStreamDestroy)(CUstream);
+    CUresult (*cuStreamSynchronize)(CUstream);
+    CUresult (*cuStreamBeginCapture)(CUstream, CUstreamCaptureMode);
+    CUresult (*cuStreamEndCapture)(CUstream, CUgraph *);
+    CUresult (*cuStreamGetCaptureInfo)(CUstream, CUstreamCaptureStatus *, cuuint64_t *, CUgraph *,
+                                       const CUgraphNode **, size_t *);
+    CUresult (*cuThreadExchangeStreamCaptureMode)(CUstreamCaptureMode *);
+    CUresult (*cuGraphInstantiateWithFlags)(CUgraphExec *, CUgraph, unsigned long long);
+    CUresult (*cuGraphLaunch)(CUgraphExec, CUstream);
+    CUresult (*cuGraphClone)(CUgraph *, CUgraph);
+    CUresult (*cuGraphDestroy)(CUgraph);
+    CUresult (*cuGraphExecDestroy)(CUgraphExec);
+    int has_graphs; /* every capture/graph entry point above resolved */
 } recap_driver_t;
+
+/* The driver, when it has the capture and graph API; RECAP_ERR_UNSUPPORTED otherwise. */
+recap_status_t recap__driver_graphs(const recap_driver_t **drv_p);
 
 /* Loads and initializes the driver once per process; later calls return the cached outcome.
  * RECAP_ERR_NO_DRIVER (with a message) when it is absent or cuInit fails. */

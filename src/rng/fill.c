@@ -73,8 +73,7 @@ static recap_status_t launch_fill(recap_generator_h gen, recap_stream_t stream,
         uint64_t max_grid = (uint64_t)dev->sm_count * FILL_BLOCKS_PER_SM;
         if (grid > max_grid)
             grid = max_grid;
-        st = recap__generator_advance(gen, fill_increment(k, nunits), &p->philox.seed,
-                                      &p->philox.offset);
+        st = recap__generator_draw(gen, stream, fill_increment(k, nunits), &p->philox);
     }
     if (st == RECAP_OK) {
         rc = drv->cuLaunchKernel(dev->fn[k->kernel], (unsigned)grid, 1, 1, FILL_THREADS, 1, 1, 0,
@@ -104,8 +103,7 @@ static recap_status_t fill(recap_generator_h gen, recap_stream_t stream, void *b
         return launch_fill(gen, stream, k, &p);
 
     RECAP_CHECK_ARG(stream == NULL, "%s: a host generator takes no stream", k->what);
-    st = recap__generator_advance(gen, fill_increment(k, (n + 3) / 4), &p.philox.seed,
-                                  &p.philox.offset);
+    st = recap__generator_draw(gen, NULL, fill_increment(k, (n + 3) / 4), &p.philox);
     if (st != RECAP_OK)
         return st;
     k->host_body(&p, 0, 1);

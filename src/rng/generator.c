@@ -3,12 +3,13 @@
 #include <stdlib.h>
 
 #include "base/error.h"
+#include "capture/capture.h"
 #include "driver/driver.h"
 #include "rng/generator.h"
 
 recap_genstate_t *recap__genstate_new(int device, uint64_t seed, uint64_t offset)
 {
-    recap_genstate_t *s = malloc(sizeof(*s));
+    recap_genstate_t *s = calloc(1, sizeof(*s));
 
     if (s == NULL)
         return NULL;
@@ -16,6 +17,7 @@ recap_genstate_t *recap__genstate_new(int device, uint64_t seed, uint64_t offset
     s->device = device;
     s->seed = seed;
     s->offset = offset;
+    recap__slots_register(s);
     return s;
 }
 
@@ -26,8 +28,10 @@ void recap__genstate_ref(recap_genstate_t *s)
 
 void recap__genstate_unref(recap_genstate_t *s)
 {
-    if (s != NULL && __atomic_sub_fetch(&s->refs, 1, __ATOMIC_ACQ_REL) == 0)
+    if (s != NULL && __atomic_sub_fetch(&s->refs, 1, __ATOMIC_ACQ_REL) == 0) {
+        recap__slots_unregister(s);
         free(s);
+    }
 }
 
 recap_status_t recap_generator_create(int device, recap_generator_h *gen_p)
@@ -77,32 +81,86 @@ recap_status_t recap_generator_device(recap_generator_h gen, int *device_p)
     return RECAP_OK;
 }
 
+/* Locks the installed state for value access (generator lock first, then the state's). */
+static recap_genstate_t *lock_state(recap_generator_h gen)
+{
+    recap_genstate_t *gs;
+
+    recap__lock(&gen->lock);
+    gs = gen->state;
+    recap__lock(&gs->lock);
+    return gs;
+}
+
+static void unlock_state(recap_generator_h gen, recap_genstate_t *gs)
+{
+    recap__unlock(&gs->lock);
+    recap__unlock(&gen->lock);
+}
+
+/* Callers hold gs->lock. */
+static void get_locked(recap_genstate_t *gs, uint64_t *seed, uint64_t *offset)
+{
+    uint64_t rel;
+
+    *seed = gs->seed;
+    *offset = gs->offset;
+    if (gs->device >= 0 && recap__capture_of_thread() != NULL && recap__capture_rel_get(gs, &rel))
+        *offset += rel;
+}
+
+static void set_locked(recap_genstate_t *gs, uint64_t seed, uint64_t offset)
+{
+    if (gs->device >= 0 && recap__capture_of_thread() != NULL &&
+        recap__capture_rel_set(gs, offset - gs->offset)) {
+        if (seed != gs->seed)
+            recap__capture_poison("a generator's seed changed inside the capture (a value-mode "
+                                  "tracker fork or set_state); the graph would replay with one "
+                                  "seed: use a graph-safe tracker inside captures");
+        return;
+    }
+    gs->seed = seed;
+    gs->offset = offset;
+}
+
+void recap__genstate_get_value(recap_genstate_t *gs, uint64_t *seed, uint64_t *offset)
+{
+    recap__lock(&gs->lock);
+    get_locked(gs, seed, offset);
+    recap__unlock(&gs->lock);
+}
+
+void recap__genstate_set_value(recap_genstate_t *gs, uint64_t seed, uint64_t offset)
+{
+    recap__lock(&gs->lock);
+    set_locked(gs, seed, offset);
+    recap__unlock(&gs->lock);
+}
+
 void recap__generator_get_value(recap_generator_h gen, uint64_t *seed, uint64_t *offset)
 {
-    recap__lock(&gen->lock);
-    *seed = gen->state->seed;
-    *offset = gen->state->offset;
-    recap__unlock(&gen->lock);
+    recap_genstate_t *gs = lock_state(gen);
+
+    get_locked(gs, seed, offset);
+    unlock_state(gen, gs);
 }
 
 void recap__generator_set_value(recap_generator_h gen, uint64_t seed, uint64_t offset)
 {
-    recap__lock(&gen->lock);
-    gen->state->seed = seed;
-    gen->state->offset = offset;
-    recap__unlock(&gen->lock);
+    recap_genstate_t *gs = lock_state(gen);
+
+    set_locked(gs, seed, offset);
+    unlock_state(gen, gs);
 }
 
 void recap__generator_exchange_value(recap_generator_h gen, uint64_t *seed, uint64_t *offset)
 {
+    recap_genstate_t *gs = lock_state(gen);
     uint64_t s, o;
 
-    recap__lock(&gen->lock);
-    s = gen->state->seed;
-    o = gen->state->offset;
-    gen->state->seed = *seed;
-    gen->state->offset = *offset;
-    recap__unlock(&gen->lock);
+    get_locked(gs, &s, &o);
+    set_locked(gs, *seed, *offset);
+    unlock_state(gen, gs);
     *seed = s;
     *offset = o;
 }
@@ -221,28 +279,37 @@ recap_status_t recap_generator_set_state(recap_generator_h gen,
     return RECAP_OK;
 }
 
-recap_status_t recap__generator_advance(recap_generator_h gen, uint64_t inc, uint64_t *seed_p,
-                                        uint64_t *offset_p)
+recap_status_t recap__generator_draw(recap_generator_h gen, recap_stream_t stream, uint64_t inc,
+                                     recap_philox_args_t *args)
 {
-    recap_genstate_t *s;
-    uint64_t before;
+    recap_capture_t *cap = NULL;
+    recap_genstate_t *gs;
+    recap_status_t st = RECAP_OK;
 
-    recap__lock(&gen->lock);
-    s = gen->state;
-    before = s->offset;
-    if (before + inc < before) {
-        recap__unlock(&gen->lock);
-        return recap__fail(RECAP_ERR_INVALID_ARG, "offset %llu + %llu overflows 64 bits",
-                           (unsigned long long)before, (unsigned long long)inc);
+    if (gen->device != RECAP_DEVICE_HOST) {
+        st = recap__capture_of_stream((CUstream)stream, &cap);
+        if (st != RECAP_OK)
+            return st;
     }
-    s->offset = before + inc;
-    *seed_p = s->seed;
-    recap__unlock(&gen->lock);
-    *offset_p = before;
-    return RECAP_OK;
+    gs = lock_state(gen);
+    if (cap != NULL) {
+        st = recap__capture_draw(cap, gs, inc, args);
+    } else if (gs->offset + inc < gs->offset) {
+        st = recap__fail(RECAP_ERR_INVALID_ARG, "offset %llu + %llu overflows 64 bits",
+                         (unsigned long long)gs->offset, (unsigned long long)inc);
+    } else {
+        args->captured = 0;
+        args->seed = gs->seed;
+        args->offset = gs->offset;
+        args->seed_ptr = args->offset_ptr = NULL;
+        args->offset_intragraph = 0;
+        gs->offset += inc;
+    }
+    unlock_state(gen, gs);
+    return st;
 }
 
-recap_status_t recap_generator_reserve(recap_generator_h gen, uint64_t n,
+recap_status_t recap_generator_reserve(recap_generator_h gen, recap_stream_t stream, uint64_t n,
                                        recap_philox_args_t *args_p)
 {
     recap_philox_args_t a = {0};
@@ -252,7 +319,9 @@ recap_status_t recap_generator_reserve(recap_generator_h gen, uint64_t n,
     RECAP_CHECK_ARG(n > 0, "reserve of 0 values per thread");
     RECAP_CHECK_ARG(n <= UINT64_MAX - 3, "reserve of %llu values overflows",
                     (unsigned long long)n);
-    st = recap__generator_advance(gen, (n + 3) & ~(uint64_t)3, &a.seed, &a.offset);
+    RECAP_CHECK_ARG(gen->device != RECAP_DEVICE_HOST || stream == NULL,
+                    "a host generator takes no stream");
+    st = recap__generator_draw(gen, stream, (n + 3) & ~(uint64_t)3, &a);
     if (st != RECAP_OK)
         return st;
     *args_p = a;

@@ -13,16 +13,27 @@
 /*
  * A generator's state: (seed, offset). It is an object of its own, reference counted, because
  * graph-safe trackers share one state between a named slot and the generator it is installed
- * in (PyTorch's graphsafe_set_state): draws through the generator advance the named state.
- * The values are protected by the lock of the generator the state is installed in.
+ * in (PyTorch's graphsafe_set_state): draws through the generator advance the named state, and
+ * graphs hold the states they drew from.
+ *
+ * A device state also owns a device slot once primed (capture/slots.c): 16 bytes {seed, base
+ * offset} that captured kernels read. slot_seed/slot_offset are what the slot will hold once the
+ * work launched so far has run; a launch rewrites the slot only when they differ from the host
+ * values. `lock` protects the values and the slot bookkeeping.
  */
 typedef struct recap_genstate {
     int refs;
     int device;
+    recap_lock_t lock;
     uint64_t seed;
     uint64_t offset;
+    uint64_t slot; /* device address, 0 until primed; set once, read with acquire */
+    uint64_t slot_seed, slot_offset;
+    int slot_valid;
+    struct recap_genstate *reg_prev, *reg_next; /* registry of device states (priming) */
 } recap_genstate_t;
 
+/* `lock` protects which state is installed; the state's own lock protects its values. */
 struct recap_generator {
     int device;
     recap_lock_t lock;
@@ -33,7 +44,12 @@ recap_genstate_t *recap__genstate_new(int device, uint64_t seed, uint64_t offset
 void recap__genstate_ref(recap_genstate_t *s);
 void recap__genstate_unref(recap_genstate_t *s);
 
-/* Value access under the generator's lock. */
+/* Value access. Inside a capture on the calling thread, the offset seen and set is the virtual
+ * one (the host offset plus the offset relative to the capture), so snapshots and forks inside
+ * a capture save and restore capture-relative offsets; a seed change there cannot be replayed
+ * and marks the capture as failed (recap_capture_ended reports it). */
+void recap__genstate_get_value(recap_genstate_t *gs, uint64_t *seed, uint64_t *offset);
+void recap__genstate_set_value(recap_genstate_t *gs, uint64_t seed, uint64_t offset);
 void recap__generator_get_value(recap_generator_h gen, uint64_t *seed, uint64_t *offset);
 void recap__generator_set_value(recap_generator_h gen, uint64_t seed, uint64_t offset);
 /* Installs (*seed, *offset) and returns the previous value in them, under one lock acquisition:
@@ -54,9 +70,10 @@ recap_status_t recap__state_decode(const uint8_t state[RECAP_STATE_BYTES], uint6
                                    uint64_t *offset);
 void recap__state_encode(uint64_t seed, uint64_t offset, uint8_t state[RECAP_STATE_BYTES]);
 
-/* Advances the offset by `inc` (a multiple of 4) and returns the offset before; RECAP_ERR_...
- * when the offset would wrap. */
-recap_status_t recap__generator_advance(recap_generator_h gen, uint64_t inc, uint64_t *seed_p,
-                                        uint64_t *offset_p);
+/* Draws `inc` values per thread (a multiple of 4) for work on `stream`: by value outside a
+ * capture (the offset advances; RECAP_ERR_INVALID_ARG when it would wrap), pointer-based inside
+ * one (the capture-relative offset advances). */
+recap_status_t recap__generator_draw(recap_generator_h gen, recap_stream_t stream, uint64_t inc,
+                                     recap_philox_args_t *args);
 
 #endif

@@ -69,8 +69,7 @@ static void adopt_objects(recap_tracker_h t, recap__map_t *m)
             s->obj = keep;
         }
         /* No fork is open, so no slot object is installed in the generator. */
-        s->obj->seed = s->e.seed;
-        s->obj->offset = s->e.offset;
+        recap__genstate_set_value(s->obj, s->e.seed, s->e.offset);
     }
 }
 

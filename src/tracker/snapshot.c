@@ -123,8 +123,7 @@ static void write_values(recap_tracker_h t, const struct recap_snapshot *s)
             slot->e.seed = s->e[i].seed;
             slot->e.offset = s->e[i].offset;
         } else if ((int)i != t->current) {
-            slot->obj->seed = s->e[i].seed;
-            slot->obj->offset = s->e[i].offset;
+            recap__genstate_set_value(slot->obj, s->e[i].seed, s->e[i].offset);
         }
     }
     recap__generator_set_value(t->gen, s->gen_seed, s->gen_offset);

@@ -56,15 +56,10 @@ void recap__slot_get(recap_tracker_h t, size_t i, uint64_t *seed, uint64_t *offs
     if (s->obj == NULL) {
         *seed = s->e.seed;
         *offset = s->e.offset;
-    } else if ((int)i == t->current) {
-        /* Installed in the generator: draws advance it under the generator's lock. */
-        recap__lock(&t->gen->lock);
-        *seed = s->obj->seed;
-        *offset = s->obj->offset;
-        recap__unlock(&t->gen->lock);
     } else {
-        *seed = s->obj->seed;
-        *offset = s->obj->offset;
+        /* Under the state's own lock (draws through the generator advance it), and
+         * capture-relative inside a capture. */
+        recap__genstate_get_value(s->obj, seed, offset);
     }
 }
 

@@ -192,8 +192,8 @@ static void check_unpack(void)
     recap_philox_args_t a;
     CKRECAP(recap_generator_create(0, &g));
     CKRECAP(recap_generator_manual_seed(g, rnd()));
-    CKRECAP(recap_generator_reserve(g, 64, &a));
-    CKRECAP(recap_generator_reserve(g, k, &a));
+    CKRECAP(recap_generator_reserve(g, NULL, 64, &a));
+    CKRECAP(recap_generator_reserve(g, NULL, k, &a));
     uint32_t *x, *y;
     uint64_t *dvals;
     CK(cudaMalloc(&x, (size_t)n * k * 4));

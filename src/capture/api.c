@@ -1,0 +1,246 @@
+#include "config.h"
+
+#include <dlfcn.h>
+#include <pthread.h>
+
+#include "base/error.h"
+#include "base/log.h"
+#include "capture/capture.h"
+#include "driver/driver.h"
+
+/* Driver calls made on behalf of a stream run in the context the stream belongs to. */
+recap_status_t recap__stream_device(CUstream stream, int *device_p)
+{
+    const recap_driver_t *drv;
+    CUcontext ctx = NULL, popped;
+    CUdevice dev = 0;
+    recap_status_t st;
+    CUresult rc;
+
+    st = recap__driver_get(&drv);
+    if (st != RECAP_OK)
+        return st;
+    rc = drv->cuStreamGetCtx(stream, &ctx);
+    if (rc == CUDA_ERROR_INVALID_CONTEXT && stream == NULL) {
+        *device_p = 0; /* the legacy stream before any context exists: device 0's */
+        return RECAP_OK;
+    }
+    if (rc != CUDA_SUCCESS)
+        return recap__cuda_fail(rc, "cuStreamGetCtx");
+    rc = drv->cuCtxPushCurrent(ctx);
+    if (rc != CUDA_SUCCESS)
+        return recap__cuda_fail(rc, "cuCtxPushCurrent");
+    rc = drv->cuCtxGetDevice(&dev);
+    drv->cuCtxPopCurrent(&popped);
+    if (rc != CUDA_SUCCESS)
+        return recap__cuda_fail(rc, "cuCtxGetDevice");
+    *device_p = (int)dev;
+    return RECAP_OK;
+}
+
+/* Runs `call` in the primary context of `device` and turns a failure into a status. */
+#define IN_DEVICE(device, what, call)                                 \
+    do {                                                              \
+        const recap_device_t *dev_;                                   \
+        recap_status_t st_ = recap__device_get((device), &dev_);      \
+        CUresult rc_;                                                 \
+        int pushed_;                                                  \
+        if (st_ != RECAP_OK)                                          \
+            return st_;                                               \
+        st_ = recap__ctx_enter(dev_, &pushed_);                       \
+        if (st_ != RECAP_OK)                                          \
+            return st_;                                               \
+        rc_ = (call);                                                 \
+        recap__ctx_leave(pushed_);                                    \
+        if (rc_ != CUDA_SUCCESS)                                      \
+            return recap__cuda_fail(rc_, (what));                     \
+    } while (0)
+
+static const recap_driver_t *drv_or_null(void)
+{
+    const recap_driver_t *drv = NULL;
+
+    return recap__driver_graphs(&drv) == RECAP_OK ? drv : NULL;
+}
+
+#define NEED_DRIVER(drv)                                  \
+    const recap_driver_t *drv = drv_or_null();            \
+    if (drv == NULL)                                      \
+        return recap__driver_graphs(&drv)
+
+recap_status_t recap_stream_create(int device, recap_stream_t *stream_p)
+{
+    CUstream s = NULL;
+    NEED_DRIVER(drv);
+
+    RECAP_CHECK_ARG(stream_p != NULL, "stream_p is NULL");
+    IN_DEVICE(device, "cuStreamCreate", drv->cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+    *stream_p = s;
+    return RECAP_OK;
+}
+
+recap_status_t recap_stream_destroy(recap_stream_t stream)
+{
+    CUresult rc;
+    NEED_DRIVER(drv);
+
+    RECAP_CHECK_ARG(stream != NULL, "stream is NULL");
+    rc = drv->cuStreamDestroy((CUstream)stream);
+    return rc == CUDA_SUCCESS ? RECAP_OK : recap__cuda_fail(rc, "cuStreamDestroy");
+}
+
+recap_status_t recap_stream_synchronize(recap_stream_t stream)
+{
+    recap_status_t st;
+    int device;
+    NEED_DRIVER(drv);
+
+    st = recap__stream_device((CUstream)stream, &device);
+    if (st != RECAP_OK)
+        return st;
+    IN_DEVICE(device, "cuStreamSynchronize", drv->cuStreamSynchronize((CUstream)stream));
+    return RECAP_OK;
+}
+
+recap_status_t recap_stream_begin_capture(recap_stream_t stream, recap_capture_mode_t mode)
+{
+    recap_status_t st;
+    int device;
+    NEED_DRIVER(drv);
+
+    RECAP_CHECK_ARG(mode >= RECAP_CAPTURE_GLOBAL && mode <= RECAP_CAPTURE_RELAXED,
+                    "capture mode %d", (int)mode);
+    st = recap_capture_will_begin(stream, mode);
+    if (st != RECAP_OK)
+        return st;
+    recap__stream_device((CUstream)stream, &device);
+    IN_DEVICE(device, "cuStreamBeginCapture",
+              drv->cuStreamBeginCapture((CUstream)stream, (CUstreamCaptureMode)mode));
+    return recap_capture_began(stream);
+}
+
+recap_status_t recap_stream_end_capture(recap_stream_t stream, recap_graph_t *graph_p)
+{
+    recap_status_t st, wst;
+    CUgraph g = NULL;
+    CUresult rc;
+    int device;
+    NEED_DRIVER(drv);
+
+    RECAP_CHECK_ARG(graph_p != NULL, "graph_p is NULL");
+    st = recap__stream_device((CUstream)stream, &device);
+    if (st != RECAP_OK)
+        return st;
+    /* A failure to capture the advance node must not leave the stream capturing: end anyway,
+     * then report (the graph is destroyed: its replays would repeat numbers). */
+    wst = recap_capture_will_end(stream);
+    {
+        const recap_device_t *dev;
+        int pushed = 0;
+        if (recap__device_get(device, &dev) == RECAP_OK)
+            recap__ctx_enter(dev, &pushed);
+        rc = drv->cuStreamEndCapture((CUstream)stream, &g);
+        recap__ctx_leave(pushed);
+    }
+    st = recap_capture_ended(stream, rc == CUDA_SUCCESS ? g : NULL);
+    if (rc != CUDA_SUCCESS)
+        return recap__cuda_fail(rc, "cuStreamEndCapture");
+    if (wst != RECAP_OK || st != RECAP_OK) {
+        recap_graph_destroyed(g);
+        drv->cuGraphDestroy(g);
+        return wst != RECAP_OK ? wst : st;
+    }
+    *graph_p = g;
+    return RECAP_OK;
+}
+
+recap_status_t recap_graph_instantiate(recap_graph_t graph, recap_graph_exec_t *exec_p)
+{
+    CUgraphExec e = NULL;
+    CUresult rc;
+    NEED_DRIVER(drv);
+
+    RECAP_CHECK_ARG(graph != NULL && exec_p != NULL, "NULL argument");
+    rc = drv->cuGraphInstantiateWithFlags(&e, (CUgraph)graph, 0);
+    if (rc != CUDA_SUCCESS)
+        return recap__cuda_fail(rc, "cuGraphInstantiateWithFlags");
+    recap_graph_instantiated(graph, e);
+    *exec_p = e;
+    return RECAP_OK;
+}
+
+recap_status_t recap_graph_clone(recap_graph_t graph, recap_graph_t *clone_p)
+{
+    CUgraph c = NULL;
+    CUresult rc;
+    NEED_DRIVER(drv);
+
+    RECAP_CHECK_ARG(graph != NULL && clone_p != NULL, "NULL argument");
+    rc = drv->cuGraphClone(&c, (CUgraph)graph);
+    if (rc != CUDA_SUCCESS)
+        return recap__cuda_fail(rc, "cuGraphClone");
+    recap_graph_cloned(graph, c);
+    *clone_p = c;
+    return RECAP_OK;
+}
+
+recap_status_t recap_graph_launch(recap_graph_exec_t exec, recap_stream_t stream)
+{
+    recap_status_t st;
+    CUresult rc;
+    NEED_DRIVER(drv);
+
+    RECAP_CHECK_ARG(exec != NULL, "exec is NULL");
+    st = recap_graph_will_launch(exec, stream);
+    if (st != RECAP_OK)
+        return st;
+    rc = drv->cuGraphLaunch((CUgraphExec)exec, (CUstream)stream);
+    if (rc != CUDA_SUCCESS) {
+        recap_graph_launch_failed(exec);
+        return recap__cuda_fail(rc, "cuGraphLaunch");
+    }
+    return RECAP_OK;
+}
+
+recap_status_t recap_graph_destroy(recap_graph_t graph)
+{
+    CUresult rc;
+    NEED_DRIVER(drv);
+
+    RECAP_CHECK_ARG(graph != NULL, "graph is NULL");
+    recap_graph_destroyed(graph);
+    rc = drv->cuGraphDestroy((CUgraph)graph);
+    return rc == CUDA_SUCCESS ? RECAP_OK : recap__cuda_fail(rc, "cuGraphDestroy");
+}
+
+recap_status_t recap_graph_exec_destroy(recap_graph_exec_t exec)
+{
+    CUresult rc;
+    NEED_DRIVER(drv);
+
+    RECAP_CHECK_ARG(exec != NULL, "exec is NULL");
+    recap_graph_exec_destroyed(exec);
+    rc = drv->cuGraphExecDestroy((CUgraphExec)exec);
+    return rc == CUDA_SUCCESS ? RECAP_OK : recap__cuda_fail(rc, "cuGraphExecDestroy");
+}
+
+recap_status_t recap_capture_prime(recap_stream_t stream)
+{
+    CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
+    recap_status_t st;
+    CUresult rc;
+    int device;
+    NEED_DRIVER(drv);
+
+    rc = drv->cuStreamGetCaptureInfo((CUstream)stream, &status, NULL, NULL, NULL, NULL);
+    if (rc != CUDA_SUCCESS)
+        return recap__cuda_fail(rc, "cuStreamGetCaptureInfo");
+    if (status != CU_STREAM_CAPTURE_STATUS_ACTIVE)
+        return RECAP_OK;
+    st = recap__stream_device((CUstream)stream, &device);
+    if (st == RECAP_OK)
+        st = recap__slots_prime(device);
+    if (st == RECAP_OK)
+        st = recap_capture_began(stream);
+    return st;
+}

@@ -1,0 +1,63 @@
+/*
+ * The capture module (internal): one event stream in (capture will begin / began / will end /
+ * ended, graph instantiated / cloned / destroyed, exec destroyed, graph will launch), fed by the
+ * public recap_capture_* calls and by the hook front ends; and the queries the RNG layer makes
+ * when it hands out Philox arguments.
+ */
+#ifndef RECAP_CAPTURE_CAPTURE_H
+#define RECAP_CAPTURE_CAPTURE_H
+
+#include <cuda.h>
+#include <stdint.h>
+
+#include "recap.h"
+#include "rng/generator.h"
+
+/* ---- device slots and priming (slots.c) */
+
+/* Registers a device generator state so priming finds it; unregisters and frees its slot. */
+void recap__slots_register(recap_genstate_t *gs);
+void recap__slots_unregister(recap_genstate_t *gs);
+/* Gives every registered state of `device` a slot, allocating under the relaxed capture mode
+ * for this thread so no capture in progress is disturbed. */
+recap_status_t recap__slots_prime(int device);
+
+/* ---- captures (capture.c) */
+
+typedef struct recap_capture recap_capture_t;
+
+/* The capture the calling thread reported (began) and has not ended, or NULL. */
+recap_capture_t *recap__capture_of_thread(void);
+/* The recap capture recording `stream`: *cap_p = NULL when the stream is not capturing.
+ * RECAP_ERR_NOT_REGISTERED when it captures but recap was never told of that capture. */
+recap_status_t recap__capture_of_stream(CUstream stream, recap_capture_t **cap_p);
+/* Hands out captured Philox arguments for `inc` values per thread from gs (locked by caller):
+ * RECAP_ERR_NOT_REGISTERED when gs was not primed. */
+recap_status_t recap__capture_draw(recap_capture_t *cap, recap_genstate_t *gs, uint64_t inc,
+                                   recap_philox_args_t *args);
+/* gs's offset relative to the running capture of this thread, if it took part: used so snapshots
+ * and forks inside a capture save and restore capture-relative offsets. Returns 1 and sets *rel
+ * when gs is in the thread's capture. */
+int recap__capture_rel_get(recap_genstate_t *gs, uint64_t *rel);
+/* Sets gs's capture-relative offset in the thread's capture (creating its entry when gs is
+ * primed). Returns 1 when handled, 0 when no capture applies. */
+int recap__capture_rel_set(recap_genstate_t *gs, uint64_t rel);
+/* Marks the thread's capture as unusable (e.g. a seed changed inside it) with a reason that
+ * recap_capture_ended reports. */
+void recap__capture_poison(const char *why);
+
+/* ---- graphs (graphs.c) */
+
+/* Records what a finished capture drew: each state and its increment per launch. */
+typedef struct recap_rng_record recap_rng_record_t;
+recap_status_t recap__graphs_attach(CUgraph graph, recap_rng_record_t *rec);
+recap_rng_record_t *recap__record_new(int device, size_t n);
+void recap__record_set(recap_rng_record_t *rec, size_t i, recap_genstate_t *gs, uint64_t inc);
+void recap__record_unref(recap_rng_record_t *rec);
+
+/* ---- driver helpers (device_of.c) */
+
+/* The device a stream belongs to (NULL stream: the current context's device, else 0). */
+recap_status_t recap__stream_device(CUstream stream, int *device_p);
+
+#endif

@@ -1,0 +1,232 @@
+#include "config.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/error.h"
+#include "base/log.h"
+#include "base/ptrmap.h"
+#include "capture/capture.h"
+#include "driver/driver.h"
+#include "kernels/capture_body.h"
+
+/*
+ * What a graph draws per launch: each generator state and its increment. Immutable once made and
+ * shared (reference counted) by the graph, its clones and every exec instantiated from them, so
+ * each keeps working after the others are destroyed.
+ */
+struct recap_rng_record {
+    int refs;
+    int device;
+    size_t n;
+    struct {
+        recap_genstate_t *gs;
+        uint64_t inc;
+    } e[];
+};
+
+static pthread_mutex_t map_lock = PTHREAD_MUTEX_INITIALIZER;
+static recap_ptrmap_t graphs; /* CUgraph -> record */
+static recap_ptrmap_t execs;  /* CUgraphExec -> record */
+
+recap_rng_record_t *recap__record_new(int device, size_t n)
+{
+    recap_rng_record_t *r = calloc(1, sizeof(*r) + n * sizeof(r->e[0]));
+
+    if (r == NULL)
+        return NULL;
+    r->refs = 1;
+    r->device = device;
+    r->n = n;
+    return r;
+}
+
+void recap__record_set(recap_rng_record_t *rec, size_t i, recap_genstate_t *gs, uint64_t inc)
+{
+    recap__genstate_ref(gs);
+    rec->e[i].gs = gs;
+    rec->e[i].inc = inc;
+}
+
+static recap_rng_record_t *record_ref(recap_rng_record_t *r)
+{
+    if (r != NULL)
+        __atomic_add_fetch(&r->refs, 1, __ATOMIC_RELAXED);
+    return r;
+}
+
+void recap__record_unref(recap_rng_record_t *r)
+{
+    size_t i;
+
+    if (r == NULL || __atomic_sub_fetch(&r->refs, 1, __ATOMIC_ACQ_REL) != 0)
+        return;
+    for (i = 0; i < r->n; i++)
+        recap__genstate_unref(r->e[i].gs);
+    free(r);
+}
+
+/* Puts rec under key in map, taking over the caller's reference; drops a previous record (a
+ * handle value the driver reused after a destroy recap did not see). */
+static recap_status_t map_put(recap_ptrmap_t *map, void *key, recap_rng_record_t *rec)
+{
+    recap_rng_record_t *old;
+    int failed;
+
+    pthread_mutex_lock(&map_lock);
+    old = recap__ptrmap_put(map, key, rec, &failed);
+    pthread_mutex_unlock(&map_lock);
+    if (failed) {
+        recap__record_unref(rec);
+        return recap__fail(RECAP_ERR_NO_MEMORY, "graph map");
+    }
+    recap__record_unref(old);
+    return RECAP_OK;
+}
+
+static recap_rng_record_t *map_get(recap_ptrmap_t *map, const void *key)
+{
+    recap_rng_record_t *r;
+
+    pthread_mutex_lock(&map_lock);
+    r = record_ref(recap__ptrmap_get(map, key));
+    pthread_mutex_unlock(&map_lock);
+    return r;
+}
+
+static void map_drop(recap_ptrmap_t *map, const void *key)
+{
+    recap_rng_record_t *r;
+
+    pthread_mutex_lock(&map_lock);
+    r = recap__ptrmap_del(map, key);
+    pthread_mutex_unlock(&map_lock);
+    recap__record_unref(r);
+}
+
+recap_status_t recap__graphs_attach(CUgraph graph, recap_rng_record_t *rec)
+{
+    return map_put(&graphs, graph, rec);
+}
+
+recap_status_t recap_graph_instantiated(recap_graph_t graph, recap_graph_exec_t exec)
+{
+    recap_rng_record_t *r;
+
+    RECAP_CHECK_ARG(graph != NULL && exec != NULL, "NULL graph or exec");
+    r = map_get(&graphs, graph);
+    if (r == NULL) {
+        map_drop(&execs, exec); /* a reused handle must not keep an old record */
+        return RECAP_OK;
+    }
+    return map_put(&execs, exec, r);
+}
+
+recap_status_t recap_graph_cloned(recap_graph_t original, recap_graph_t clone)
+{
+    recap_rng_record_t *r;
+
+    RECAP_CHECK_ARG(original != NULL && clone != NULL, "NULL graph");
+    r = map_get(&graphs, original);
+    if (r == NULL)
+        return RECAP_OK;
+    return map_put(&graphs, clone, r);
+}
+
+recap_status_t recap_graph_destroyed(recap_graph_t graph)
+{
+    map_drop(&graphs, graph);
+    return RECAP_OK;
+}
+
+recap_status_t recap_graph_exec_destroyed(recap_graph_exec_t exec)
+{
+    map_drop(&execs, exec);
+    return RECAP_OK;
+}
+
+/* Writes (seed, offset) into the slots that are stale, before the graph on the same stream. */
+static recap_status_t write_slots(int device, CUstream stream, recap_slot_write_params_t *p)
+{
+    const recap_device_t *dev;
+    const recap_driver_t *drv;
+    void *args[1] = {p};
+    recap_status_t st;
+    CUresult rc;
+    int pushed;
+
+    st = recap__device_get(device, &dev);
+    if (st != RECAP_OK)
+        return st;
+    recap__driver_get(&drv);
+    st = recap__ctx_enter(dev, &pushed);
+    if (st != RECAP_OK)
+        return st;
+    rc = drv->cuLaunchKernel(dev->fn[RECAP_K_SLOT_WRITE], 1, 1, 1, RECAP_SLOTS_PER_LAUNCH, 1, 1, 0,
+                             stream, args, NULL);
+    recap__ctx_leave(pushed);
+    return rc == CUDA_SUCCESS ? RECAP_OK : recap__cuda_fail(rc, "writing generator slots");
+}
+
+/*
+ * Before each launch: every state the graph draws from gets a fresh base, its host offset, and
+ * the host offset moves on by the graph's increment. The graph's own advance node moves the
+ * device copy by the same amount, so in steady state (launch after launch, no eager draws in
+ * between) nothing is written: a launch costs a lookup and a few additions.
+ */
+recap_status_t recap_graph_will_launch(recap_graph_exec_t exec, recap_stream_t stream)
+{
+    recap_slot_write_params_t p;
+    recap_rng_record_t *r;
+    recap_status_t st = RECAP_OK;
+    size_t i;
+
+    RECAP_CHECK_ARG(exec != NULL, "exec is NULL");
+    r = map_get(&execs, exec);
+    if (r == NULL)
+        return RECAP_OK;
+    p.count = 0;
+    for (i = 0; i < r->n; i++) {
+        recap_genstate_t *gs = r->e[i].gs;
+
+        recap__lock(&gs->lock);
+        if (!gs->slot_valid || gs->slot_seed != gs->seed || gs->slot_offset != gs->offset) {
+            p.slot[p.count] = gs->slot;
+            p.seed[p.count] = gs->seed;
+            p.offset[p.count] = gs->offset;
+            p.count++;
+        }
+        gs->offset += r->e[i].inc;
+        gs->slot_seed = gs->seed;
+        gs->slot_offset = gs->offset;
+        gs->slot_valid = 1;
+        recap__unlock(&gs->lock);
+        if (p.count == RECAP_SLOTS_PER_LAUNCH || (i + 1 == r->n && p.count > 0)) {
+            recap_status_t wst = write_slots(r->device, (CUstream)stream, &p);
+            if (wst != RECAP_OK)
+                st = wst;
+            p.count = 0;
+        }
+    }
+    if (st != RECAP_OK) /* the slots' contents are unknown now: rewrite them next time */
+        recap_graph_launch_failed(exec);
+    recap__record_unref(r);
+    return st;
+}
+
+recap_status_t recap_graph_launch_failed(recap_graph_exec_t exec)
+{
+    recap_rng_record_t *r = map_get(&execs, exec);
+    size_t i;
+
+    if (r == NULL)
+        return RECAP_OK;
+    for (i = 0; i < r->n; i++) {
+        recap__lock(&r->e[i].gs->lock);
+        r->e[i].gs->slot_valid = 0;
+        recap__unlock(&r->e[i].gs->lock);
+    }
+    recap__record_unref(r);
+    return RECAP_OK;
+}
