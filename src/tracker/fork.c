@@ -42,19 +42,38 @@ static void fork_value(recap_tracker_h t, recap__frame_t *f, int i)
     }
 }
 
+/* A reference to the slot's object for the generator to hold: a spare one when there is. */
+static recap_genstate_t *lend(recap__slot_t *s)
+{
+    if (s->spare > 0)
+        s->spare--;
+    else
+        recap__genstate_ref(s->obj);
+    return s->obj;
+}
+
+/* Takes over a reference to `obj` as the slot's object. */
+static void keep_object(recap__slot_t *s, recap_genstate_t *obj)
+{
+    if (s->obj == obj) {
+        s->spare++;
+        return;
+    }
+    recap__slot_release(s);
+    s->obj = obj;
+}
+
 /* The frame keeps the outer object with the generator's reference to it, so the unfork can
- * hand it back without touching reference counts. */
+ * hand it back without reference counting. */
 static void fork_object(recap_tracker_h t, recap__frame_t *f, int i)
 {
-    recap_genstate_t *old = recap__generator_swap_genstate(t->gen, t->slots[i]->obj);
+    recap_genstate_t *old = recap__generator_install_genstate(t->gen, lend(t->slots[i]));
 
     f->saved = old;
     if (t->current >= 0 && t->slots[t->current]->obj != old) {
         /* Someone installed another object meanwhile: it is what the outer state is now. */
-        recap__slot_t *c = t->slots[t->current];
         recap__genstate_ref(old);
-        recap__genstate_unref(c->obj);
-        c->obj = old;
+        keep_object(t->slots[t->current], old);
     }
 }
 
@@ -62,11 +81,9 @@ recap_status_t recap_tracker_fork(recap_tracker_h tracker, const char *name,
                                   recap_fork_token_t *token_p)
 {
     recap__frame_t *f;
-    size_t len;
     int i = -1;
 
     RECAP_CHECK_ARG(tracker != NULL && name != NULL && token_p != NULL, "NULL argument");
-    len = strlen(name);
     recap__lock(&tracker->lock);
     if (tracker->depth == tracker->frames_cap && grow_frames(tracker) != RECAP_OK) {
         recap__unlock(&tracker->lock);
@@ -74,7 +91,7 @@ recap_status_t recap_tracker_fork(recap_tracker_h tracker, const char *name,
     }
     f = &tracker->frames[tracker->depth];
     if (!(tracker->flags & RECAP_TRACKER_INFERENCE)) {
-        i = recap__tracker_find(tracker, name, len);
+        i = recap__tracker_find(tracker, name);
         if (i < 0) {
             recap__unlock(&tracker->lock);
             return recap__fail(RECAP_ERR_NOT_FOUND, "fork of \"%.*s\": no such state was added",
@@ -119,29 +136,19 @@ static void unfork_value(recap_tracker_h t, const recap__frame_t *f)
     s->e.offset = offset;
 }
 
-/* The generator's reference to the advanced object is dropped: the slot holds its own. */
-static void keep_object(recap__slot_t *s, recap_genstate_t *obj)
-{
-    if (s->obj != obj) {
-        recap__genstate_unref(s->obj);
-        s->obj = obj;
-    } else {
-        recap__genstate_unref(obj);
-    }
-}
-
+/* The generator's reference to the advanced object goes to its slot, the frame's to the outer
+ * state back to the generator. */
 static void unfork_object(recap_tracker_h t, const recap__frame_t *f)
 {
     recap__slot_t *s = t->slots[f->slot];
-    recap_genstate_t *outer = f->outer >= 0 ? t->slots[f->outer]->obj : f->saved;
 
     if (f->outer == f->slot) {
-        keep_object(s, recap__generator_get_genstate(t->gen));
-        recap__genstate_unref(f->saved);
-    } else if (outer == f->saved) {
+        /* The same object stays installed; the frame's reference is the slot's again. */
+        keep_object(s, f->saved);
+    } else if (f->outer < 0 || t->slots[f->outer]->obj == f->saved) {
         keep_object(s, recap__generator_install_genstate(t->gen, f->saved));
     } else {
-        keep_object(s, recap__generator_swap_genstate(t->gen, outer));
+        keep_object(s, recap__generator_install_genstate(t->gen, lend(t->slots[f->outer])));
         recap__genstate_unref(f->saved);
     }
 }

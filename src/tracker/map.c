@@ -7,12 +7,20 @@
 #include "base/error.h"
 #include "tracker/tracker.h"
 
+void recap__slot_release(recap__slot_t *s)
+{
+    for (; s->spare > 0; s->spare--)
+        recap__genstate_unref(s->obj);
+    recap__genstate_unref(s->obj);
+    s->obj = NULL;
+}
+
 void recap__map_free(recap__map_t *m)
 {
     size_t i;
 
     for (i = 0; i < m->n; i++) {
-        recap__genstate_unref(m->slots[i]->obj);
+        recap__slot_release(m->slots[i]);
         free(m->slots[i]);
     }
     free(m->slots);
@@ -40,6 +48,7 @@ recap_status_t recap__map_prepare(recap_tracker_h t, const recap__entry_t *e, si
             break;
         s->e = e[i];
         s->obj = NULL;
+        s->spare = 0;
         m->slots[m->n++] = s;
         if (graph_safe) {
             s->obj = recap__genstate_new(t->device, e[i].seed, e[i].offset);
@@ -62,11 +71,13 @@ static void adopt_objects(recap_tracker_h t, recap__map_t *m)
 
     for (i = 0; i < m->n; i++) {
         recap__slot_t *s = m->slots[i];
-        int j = recap__tracker_find(t, s->e.name, s->e.len);
+        int j = recap__tracker_find(t, s->e.name);
         if (j >= 0) {
-            recap_genstate_t *keep = t->slots[j]->obj;
+            recap__slot_t keep = *t->slots[j];
             t->slots[j]->obj = s->obj;
-            s->obj = keep;
+            t->slots[j]->spare = s->spare;
+            s->obj = keep.obj;
+            s->spare = keep.spare;
         }
         /* No fork is open, so no slot object is installed in the generator. */
         recap__genstate_set_value(s->obj, s->e.seed, s->e.offset);

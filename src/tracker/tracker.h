@@ -24,6 +24,9 @@ typedef struct recap__entry {
 typedef struct recap__slot {
     recap__entry_t e;
     recap_genstate_t *obj;
+    /* References to obj held beyond the slot's own: an unfork hands the generator's back here
+     * and the next fork lends it again, so a fork+unfork pair does no reference counting. */
+    int spare;
 } recap__slot_t;
 
 /* One open fork. `outer` is the state current before it (-1: the default state). Value mode
@@ -98,8 +101,8 @@ recap_status_t recap__check_name(const char *name, size_t *len_p);
 /* A fresh layout value (never 0). */
 uint64_t recap__layout_next(void);
 
-/* Slot index of `name` (len bytes) or -1; the caller holds the tracker's lock. */
-int recap__tracker_find(recap_tracker_h t, const char *name, size_t len);
+/* Slot index of `name` or -1; the caller holds the tracker's lock. */
+int recap__tracker_find(recap_tracker_h t, const char *name);
 
 /* Builds a map holding copies of e[0..n) (graph-safe trackers: with fresh objects). */
 recap_status_t recap__map_prepare(recap_tracker_h t, const recap__entry_t *e, size_t n,
@@ -110,6 +113,8 @@ recap_status_t recap__map_prepare(recap_tracker_h t, const recap__entry_t *e, si
 void recap__map_commit(recap_tracker_h t, recap__map_t *m);
 void recap__map_free(recap__map_t *m);
 
+/* Drops the slot's references to its object. */
+void recap__slot_release(recap__slot_t *s);
 /* The value of slot i; the caller holds the tracker's lock. */
 void recap__slot_get(recap_tracker_h t, size_t i, uint64_t *seed, uint64_t *offset);
 
