@@ -171,6 +171,17 @@ RECAP_API recap_status_t recap_capture_prime(recap_stream_t stream);
  * Needs a CUDA device; the result is cached. */
 RECAP_API recap_status_t recap_capture_needs_registration(int *needs_p);
 
+/* What the capture module has seen in this process (for recap-probe --run, tests and logs). */
+typedef struct recap_capture_stats {
+    uint64_t captures;        /* captures reported as begun */
+    uint64_t graphs_with_rng; /* captures that ended with a graph drawing random numbers */
+    uint64_t launches;        /* launches of graphs that draw random numbers */
+    uint64_t slot_writes;     /* launches that had to rewrite stale device slots (device work) */
+    uint64_t states_primed;   /* generator states given a device slot */
+    uint64_t live_records;    /* graphs + execs recap holds RNG records for */
+} recap_capture_stats_t;
+RECAP_API recap_status_t recap_capture_stats(recap_capture_stats_t *stats_p);
+
 /* recap drives the driver and reports the events itself (for C hosts, tools and tests). */
 RECAP_API recap_status_t recap_stream_create(int device, recap_stream_t *stream_p);
 RECAP_API recap_status_t recap_stream_destroy(recap_stream_t stream);

@@ -236,6 +236,7 @@ recap_status_t recap_capture_began(recap_stream_t stream)
     caps_head = c;
     pthread_mutex_unlock(&caps_lock);
     thread_cap = c;
+    recap__stat_add(RECAP_STAT_CAPTURES, 1);
     recap__log(RECAP_LOG_INFO, "capture %llu began on stream %p (device %d)",
                (unsigned long long)id, stream, device);
     return RECAP_OK;

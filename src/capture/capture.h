@@ -55,6 +55,17 @@ recap_rng_record_t *recap__record_new(int device, size_t n);
 void recap__record_set(recap_rng_record_t *rec, size_t i, recap_genstate_t *gs, uint64_t inc);
 void recap__record_unref(recap_rng_record_t *rec);
 
+/* ---- counters (graphs.c) */
+typedef enum {
+    RECAP_STAT_CAPTURES,
+    RECAP_STAT_GRAPHS_WITH_RNG,
+    RECAP_STAT_LAUNCHES,
+    RECAP_STAT_SLOT_WRITES,
+    RECAP_STAT_STATES_PRIMED,
+    RECAP_STAT_COUNT
+} recap_stat_t;
+void recap__stat_add(recap_stat_t which, uint64_t n);
+
 /* ---- driver helpers (device_of.c) */
 
 /* The device a stream belongs to (NULL stream: the current context's device, else 0). */

@@ -26,6 +26,13 @@ struct recap_rng_record {
     } e[];
 };
 
+static uint64_t stats[RECAP_STAT_COUNT];
+
+void recap__stat_add(recap_stat_t which, uint64_t n)
+{
+    __atomic_add_fetch(&stats[which], n, __ATOMIC_RELAXED);
+}
+
 static pthread_mutex_t map_lock = PTHREAD_MUTEX_INITIALIZER;
 static recap_ptrmap_t graphs; /* CUgraph -> record */
 static recap_ptrmap_t execs;  /* CUgraphExec -> record */
@@ -107,7 +114,22 @@ static void map_drop(recap_ptrmap_t *map, const void *key)
 
 recap_status_t recap__graphs_attach(CUgraph graph, recap_rng_record_t *rec)
 {
+    recap__stat_add(RECAP_STAT_GRAPHS_WITH_RNG, 1);
     return map_put(&graphs, graph, rec);
+}
+
+recap_status_t recap_capture_stats(recap_capture_stats_t *stats_p)
+{
+    RECAP_CHECK_ARG(stats_p != NULL, "stats_p is NULL");
+    stats_p->captures = __atomic_load_n(&stats[RECAP_STAT_CAPTURES], __ATOMIC_RELAXED);
+    stats_p->graphs_with_rng = __atomic_load_n(&stats[RECAP_STAT_GRAPHS_WITH_RNG], __ATOMIC_RELAXED);
+    stats_p->launches = __atomic_load_n(&stats[RECAP_STAT_LAUNCHES], __ATOMIC_RELAXED);
+    stats_p->slot_writes = __atomic_load_n(&stats[RECAP_STAT_SLOT_WRITES], __ATOMIC_RELAXED);
+    stats_p->states_primed = __atomic_load_n(&stats[RECAP_STAT_STATES_PRIMED], __ATOMIC_RELAXED);
+    pthread_mutex_lock(&map_lock);
+    stats_p->live_records = graphs.live + execs.live;
+    pthread_mutex_unlock(&map_lock);
+    return RECAP_OK;
 }
 
 recap_status_t recap_graph_instantiated(recap_graph_t graph, recap_graph_exec_t exec)
@@ -163,6 +185,7 @@ static recap_status_t write_slots(int device, CUstream stream, recap_slot_write_
     st = recap__ctx_enter(dev, &pushed);
     if (st != RECAP_OK)
         return st;
+    recap__stat_add(RECAP_STAT_SLOT_WRITES, 1);
     rc = drv->cuLaunchKernel(dev->fn[RECAP_K_SLOT_WRITE], 1, 1, 1, RECAP_SLOTS_PER_LAUNCH, 1, 1, 0,
                              stream, args, NULL);
     recap__ctx_leave(pushed);
@@ -186,6 +209,7 @@ recap_status_t recap_graph_will_launch(recap_graph_exec_t exec, recap_stream_t s
     r = map_get(&execs, exec);
     if (r == NULL)
         return RECAP_OK;
+    recap__stat_add(RECAP_STAT_LAUNCHES, 1);
     p.count = 0;
     for (i = 0; i < r->n; i++) {
         recap_genstate_t *gs = r->e[i].gs;

@@ -114,6 +114,7 @@ recap_status_t recap__slots_prime(int device)
         primed++;
     }
     pthread_mutex_unlock(&reg_lock);
+    recap__stat_add(RECAP_STAT_STATES_PRIMED, (uint64_t)primed);
     if (primed > 0)
         recap__log(RECAP_LOG_INFO, "device %d: primed %d generator state%s for capture", device,
                    primed, primed == 1 ? "" : "s");
