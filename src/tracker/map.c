@@ -28,6 +28,17 @@ void recap__map_free(recap__map_t *m)
     m->n = m->cap = 0;
 }
 
+static int has_name(recap_tracker_h t, const char *name)
+{
+    int found;
+
+    recap__lock(&t->lock);
+    found = recap__tracker_find(t, name) >= 0;
+    recap__unlock(&t->lock);
+    return found;
+}
+
+/* Graph-safe trackers get objects only for the names they lack: the others keep theirs. */
 recap_status_t recap__map_prepare(recap_tracker_h t, const recap__entry_t *e, size_t n,
                                   recap__map_t *m)
 {
@@ -50,7 +61,7 @@ recap_status_t recap__map_prepare(recap_tracker_h t, const recap__entry_t *e, si
         s->obj = NULL;
         s->spare = 0;
         m->slots[m->n++] = s;
-        if (graph_safe) {
+        if (graph_safe && !has_name(t, s->e.name)) {
             s->obj = recap__genstate_new(t->device, e[i].seed, e[i].offset);
             if (s->obj == NULL)
                 break;
@@ -63,32 +74,53 @@ recap_status_t recap__map_prepare(recap_tracker_h t, const recap__entry_t *e, si
     return RECAP_OK;
 }
 
-/* A name kept across the replacement keeps its object: swap it into the new slot, so the
- * fresh object goes away with the old map. */
+recap_status_t recap__map_complete(recap_tracker_h t, recap__map_t *m)
+{
+    size_t i;
+
+    if (!(t->flags & RECAP_TRACKER_GRAPH_SAFE))
+        return RECAP_OK;
+    for (i = 0; i < m->n; i++) {
+        recap__slot_t *s = m->slots[i];
+        if (s->obj != NULL || recap__tracker_find(t, s->e.name) >= 0)
+            continue;
+        s->obj = recap__genstate_new(t->device, s->e.seed, s->e.offset);
+        if (s->obj == NULL)
+            return recap__fail(RECAP_ERR_NO_MEMORY, "tracker state");
+    }
+    return RECAP_OK;
+}
+
+/* A name kept across the replacement moves its object (and spare references) to the new slot;
+ * an object prepared for it in vain goes to the old slot, to be freed with the old map. */
 static void adopt_objects(recap_tracker_h t, recap__map_t *m)
 {
     size_t i;
 
     for (i = 0; i < m->n; i++) {
-        recap__slot_t *s = m->slots[i];
+        recap__slot_t *s = m->slots[i], *old;
+        recap_genstate_t *unused = s->obj;
         int j = recap__tracker_find(t, s->e.name);
-        if (j >= 0) {
-            recap__slot_t keep = *t->slots[j];
-            t->slots[j]->obj = s->obj;
-            t->slots[j]->spare = s->spare;
-            s->obj = keep.obj;
-            s->spare = keep.spare;
-        }
+        if (j < 0)
+            continue;
+        old = t->slots[j];
+        s->obj = old->obj;
+        s->spare = old->spare;
+        old->obj = unused;
+        old->spare = 0;
         /* No fork is open, so no slot object is installed in the generator. */
         recap__genstate_set_value(s->obj, s->e.seed, s->e.offset);
     }
 }
 
-void recap__map_commit(recap_tracker_h t, recap__map_t *m)
+recap_status_t recap__map_commit(recap_tracker_h t, recap__map_t *m)
 {
     recap__slot_t **slots = t->slots;
     size_t n = t->nslots, cap = t->slots_cap;
+    recap_status_t st = recap__map_complete(t, m);
 
+    if (st != RECAP_OK)
+        return st;
     if (t->flags & RECAP_TRACKER_GRAPH_SAFE)
         adopt_objects(t, m);
     t->slots = m->slots;
@@ -99,4 +131,28 @@ void recap__map_commit(recap_tracker_h t, recap__map_t *m)
     m->slots = slots;
     m->n = n;
     m->cap = cap;
+    return RECAP_OK;
+}
+
+recap_status_t recap__tracker_replace(recap_tracker_h t, const recap__entry_t *e, size_t n,
+                                      recap__then_fn then, void *arg, const char *what)
+{
+    recap__map_t m;
+    recap_status_t st = recap__map_prepare(t, e, n, &m);
+    size_t depth;
+
+    if (st != RECAP_OK)
+        return st;
+    recap__lock(&t->lock);
+    depth = t->depth;
+    if (depth == 0)
+        st = recap__map_commit(t, &m);
+    if (depth == 0 && st == RECAP_OK)
+        then(t, arg);
+    recap__unlock(&t->lock);
+    recap__map_free(&m);
+    if (depth > 0)
+        return recap__fail(RECAP_ERR_STATE, "%s with %zu fork(s) open: the forks would end on "
+                           "states that are gone; unfork first", what, depth);
+    return st;
 }

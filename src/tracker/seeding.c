@@ -73,30 +73,23 @@ static recap_status_t check_distinct(const recap__entry_t *e, size_t n)
     return RECAP_OK;
 }
 
-static recap_status_t install(recap_tracker_h t, uint64_t seed, recap__entry_t *e, size_t n)
-{
-    recap__map_t m;
-    recap_status_t st = recap__map_prepare(t, e, n, &m);
-    size_t i, depth;
+typedef struct {
+    uint64_t seed;
+    const recap__entry_t *e;
+    size_t n;
+} seeded_t;
 
-    if (st != RECAP_OK)
-        return st;
-    recap__lock(&t->lock);
-    depth = t->depth;
-    if (depth == 0) {
-        recap__map_commit(t, &m);
-        for (i = 0; i < n; i++)
-            t->seeds[i] = e[i].seed; /* seeds_cap starts at RECAP__INITIAL_CAP >= MAX_SEEDED */
-        t->nseeds = n;
-        t->initialized = n > 0;
-        recap__generator_set_value(t->gen, seed, 0);
-    }
-    recap__unlock(&t->lock);
-    recap__map_free(&m);
-    if (depth > 0)
-        return recap__fail(RECAP_ERR_STATE, "seeding resets the tracker, which has %zu fork(s) "
-                           "open: unfork first", depth);
-    return RECAP_OK;
+/* What reset + manual_seed + the adds leave besides the map. */
+static void record_seeds(recap_tracker_h t, void *arg)
+{
+    const seeded_t *s = arg;
+    size_t i;
+
+    for (i = 0; i < s->n; i++)
+        t->seeds[i] = s->e[i].seed; /* seeds_cap starts at RECAP__INITIAL_CAP >= MAX_SEEDED */
+    t->nseeds = s->n;
+    t->initialized = s->n > 0;
+    recap__generator_set_value(t->gen, s->seed, 0);
 }
 
 recap_status_t recap_tracker_seed_parallel(recap_tracker_h tracker, int64_t seed,
@@ -104,6 +97,7 @@ recap_status_t recap_tracker_seed_parallel(recap_tracker_h tracker, int64_t seed
 {
     recap__entry_t e[MAX_SEEDED];
     recap_status_t st;
+    seeded_t s;
     size_t n;
 
     RECAP_CHECK_ARG(tracker != NULL && ranks != NULL, "NULL argument");
@@ -118,5 +112,8 @@ recap_status_t recap_tracker_seed_parallel(recap_tracker_h tracker, int64_t seed
     /* An inference tracker's adds do nothing: seeding only resets it and seeds the generator. */
     if (tracker->flags & RECAP_TRACKER_INFERENCE)
         n = 0;
-    return install(tracker, (uint64_t)seed, e, n);
+    s.seed = (uint64_t)seed;
+    s.e = e;
+    s.n = n;
+    return recap__tracker_replace(tracker, e, n, record_seeds, &s, "seeding (which resets)");
 }

@@ -132,28 +132,13 @@ static void write_values(recap_tracker_h t, const struct recap_snapshot *s)
     t->initialized = (s->flags & RECAP__SNAP_INITIALIZED) != 0;
 }
 
-/* Other names: the map is replaced wholesale, which needs every fork closed. */
-static recap_status_t restore_other_names(recap_tracker_h t, recap_snapshot_h s)
+/* After the map is replaced with the snapshot's names (which needs every fork closed). */
+static void restore_replaced(recap_tracker_h t, void *arg)
 {
-    recap__map_t m;
-    recap_status_t st = recap__map_prepare(t, s->e, s->n, &m);
-    size_t depth;
+    recap_snapshot_h s = arg;
 
-    if (st != RECAP_OK)
-        return st;
-    recap__lock(&t->lock);
-    depth = t->depth;
-    if (depth == 0) {
-        recap__map_commit(t, &m);
-        s->layout = t->layout;
-        write_values(t, s);
-    }
-    recap__unlock(&t->lock);
-    recap__map_free(&m);
-    if (depth > 0)
-        return recap__fail(RECAP_ERR_STATE, "the snapshot holds other states than the tracker, "
-                           "which has %zu fork(s) open: unfork before restoring it", depth);
-    return RECAP_OK;
+    s->layout = t->layout;
+    write_values(t, s);
 }
 
 recap_status_t recap_snapshot_restore(recap_tracker_h tracker, recap_snapshot_h snap)
@@ -175,5 +160,6 @@ recap_status_t recap_snapshot_restore(recap_tracker_h tracker, recap_snapshot_h 
         return RECAP_OK;
     }
     recap__unlock(&tracker->lock);
-    return restore_other_names(tracker, snap);
+    return recap__tracker_replace(tracker, snap->e, snap->n, restore_replaced, snap,
+                                  "restore of a snapshot of other states");
 }

@@ -50,30 +50,19 @@ recap_status_t recap_tracker_get_states(recap_tracker_h tracker, recap_states_h 
     return RECAP_OK;
 }
 
+/* The used seeds stay as they are, as in Megatron. */
+static void mark_initialized(recap_tracker_h t, void *arg)
+{
+    t->initialized = 1;
+}
+
 recap_status_t recap_tracker_set_states(recap_tracker_h tracker, recap_states_h states)
 {
-    recap__map_t m;
-    recap_status_t st;
-    size_t depth;
-
     RECAP_CHECK_ARG(tracker != NULL && states != NULL, "NULL argument");
     if (tracker->flags & RECAP_TRACKER_INFERENCE)
         return RECAP_OK;
-    st = recap__map_prepare(tracker, states->e, states->n, &m);
-    if (st != RECAP_OK)
-        return st;
-    recap__lock(&tracker->lock);
-    depth = tracker->depth;
-    if (depth == 0) {
-        recap__map_commit(tracker, &m);
-        tracker->initialized = 1;
-    }
-    recap__unlock(&tracker->lock);
-    recap__map_free(&m);
-    if (depth > 0)
-        return recap__fail(RECAP_ERR_STATE, "set_states with %zu fork(s) open: the forks would "
-                           "end on states that are gone; unfork first", depth);
-    return RECAP_OK;
+    return recap__tracker_replace(tracker, states->e, states->n, mark_initialized, NULL,
+                                  "set_states");
 }
 
 recap_status_t recap_states_copy(recap_states_h states, recap_states_h *copy_p)

@@ -151,23 +151,16 @@ recap_status_t recap_tracker_destroy(recap_tracker_h tracker)
     return RECAP_OK;
 }
 
+static void forget_seeds(recap_tracker_h t, void *arg)
+{
+    t->nseeds = 0;
+    t->initialized = 0;
+}
+
 recap_status_t recap_tracker_reset(recap_tracker_h tracker)
 {
-    recap__map_t m = {0};
-
     RECAP_CHECK_ARG(tracker != NULL, "tracker is NULL");
-    recap__lock(&tracker->lock);
-    if (tracker->depth > 0) {
-        size_t depth = tracker->depth;
-        recap__unlock(&tracker->lock);
-        return recap__fail(RECAP_ERR_STATE, "reset with %zu fork(s) open: unfork first", depth);
-    }
-    recap__map_commit(tracker, &m);
-    tracker->nseeds = 0;
-    tracker->initialized = 0;
-    recap__unlock(&tracker->lock);
-    recap__map_free(&m);
-    return RECAP_OK;
+    return recap__tracker_replace(tracker, NULL, 0, forget_seeds, NULL, "reset");
 }
 
 recap_status_t recap_tracker_is_initialized(recap_tracker_h tracker, int *initialized_p)
@@ -224,8 +217,9 @@ static recap_status_t reserve_one(recap_tracker_h t)
     return RECAP_OK;
 }
 
-static recap_status_t add_locked(recap_tracker_h t, recap__slot_t *s)
+static recap_status_t add_locked(recap_tracker_h t, recap__map_t *m)
 {
+    recap__slot_t *s = m->slots[0];
     size_t i;
 
     for (i = 0; i < t->nseeds; i++)
@@ -234,7 +228,7 @@ static recap_status_t add_locked(recap_tracker_h t, recap__slot_t *s)
                                "tracker", (unsigned long long)s->e.seed);
     if (recap__tracker_find(t, s->e.name) >= 0)
         return recap__fail(RECAP_ERR_EXISTS, "state \"%s\" already exists", s->e.name);
-    if (reserve_one(t) != RECAP_OK)
+    if (recap__map_complete(t, m) != RECAP_OK || reserve_one(t) != RECAP_OK)
         return RECAP_ERR_NO_MEMORY;
     t->seeds[t->nseeds++] = s->e.seed;
     t->slots[t->nslots++] = s;
@@ -263,7 +257,7 @@ recap_status_t recap_tracker_add(recap_tracker_h tracker, const char *name, uint
     if (st != RECAP_OK)
         return st;
     recap__lock(&tracker->lock);
-    st = add_locked(tracker, m.slots[0]);
+    st = add_locked(tracker, &m);
     recap__unlock(&tracker->lock);
     if (st == RECAP_OK)
         m.n = 0; /* the slot now belongs to the tracker */

@@ -104,14 +104,25 @@ uint64_t recap__layout_next(void);
 /* Slot index of `name` or -1; the caller holds the tracker's lock. */
 int recap__tracker_find(recap_tracker_h t, const char *name);
 
-/* Builds a map holding copies of e[0..n) (graph-safe trackers: with fresh objects). */
+/* Builds, without holding the tracker's lock, a map holding copies of e[0..n); graph-safe
+ * trackers get fresh objects for the names they lack. */
 recap_status_t recap__map_prepare(recap_tracker_h t, const recap__entry_t *e, size_t n,
                                   recap__map_t *m);
-/* Under the tracker's lock with no fork open: installs m as the tracker's map and hands the old
- * one back in m. A graph-safe tracker keeps the objects of names present in both (receiving the
- * new values), so what a captured graph refers to stays the same. */
-void recap__map_commit(recap_tracker_h t, recap__map_t *m);
+/* Under the lock: creates the objects prepare could not know were needed (a name removed in
+ * between). RECAP_ERR_NO_MEMORY leaves the tracker as it was. */
+recap_status_t recap__map_complete(recap_tracker_h t, recap__map_t *m);
+/* Under the tracker's lock with no fork open: completes m, installs it as the tracker's map and
+ * hands the old one back in m (nothing changes on error). A graph-safe tracker keeps the
+ * objects of names present in both (receiving the new values), so what a captured graph refers
+ * to stays the same. */
+recap_status_t recap__map_commit(recap_tracker_h t, recap__map_t *m);
 void recap__map_free(recap__map_t *m);
+
+/* Replaces the tracker's map with copies of e[0..n) and runs `then` under the same lock, when no
+ * fork is open (RECAP_ERR_STATE naming `what` otherwise); all or nothing. */
+typedef void (*recap__then_fn)(recap_tracker_h t, void *arg);
+recap_status_t recap__tracker_replace(recap_tracker_h t, const recap__entry_t *e, size_t n,
+                                      recap__then_fn then, void *arg, const char *what);
 
 /* Drops the slot's references to its object. */
 void recap__slot_release(recap__slot_t *s);
