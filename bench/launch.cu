@@ -1,5 +1,6 @@
 // bench/launch: host cost recap adds to a CUDA graph launch, with 1, 4 and 16 generators drawing
-// inside the graph, against the same number of kernels in a graph without RNG, in one run.
+// inside the graph, against a graph without RNG with as many kernel nodes (G writers plus one in
+// place of recap's advance node), in one run.
 // Per-launch host time = median over batches of (time to enqueue 200 launches) / 200, measured
 // with the host clock around the launch calls only (the stream is drained between batches).
 // Also reports recap_graph_will_launch alone (the bookkeeping) and how many launches needed
@@ -29,6 +30,13 @@
             exit(2);                                                                            \
         }                                                                                       \
     } while (0)
+
+// The anchor's nodes: plain kernels writing the same buffers, no random numbers.
+__global__ void write_words(uint32_t *p, size_t n)
+{
+    for (size_t i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x)
+        p[i] = (uint32_t)i;
+}
 
 static double now_us()
 {
@@ -66,12 +74,14 @@ int main()
     printf("| generators in graph | plain graph launch (us) | recap graph launch (us) | added (us) | recap_graph_will_launch alone (us) | slot writes in steady state |\n");
     printf("|---|---|---|---|---|---|\n");
     for (int G : {1, 4, 16}) {
-        // The anchor: G memset nodes (same node count as the G fills), no RNG.
+        // The anchor: G + 1 kernel nodes, as in recap's graph (G fills + the advance node).
         cudaGraph_t pg;
         cudaGraphExec_t pe;
         CK(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
-        for (int i = 0; i < G; i++)
-            CK(cudaMemsetAsync((char *)buf + i * words * 4, 0, words * 4, s));
+        for (int i = 0; i <= G; i++) {
+            write_words<<<2, 256, 0, s>>>((uint32_t *)buf + (i % G) * words, words);
+            CK(cudaGetLastError());
+        }
         CK(cudaStreamEndCapture(s, &pg));
         CK(cudaGraphInstantiate(&pe, pg, 0));
 

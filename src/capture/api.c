@@ -56,6 +56,20 @@ recap_status_t recap__stream_device(CUstream stream, int *device_p)
             return recap__cuda_fail(rc_, (what));                     \
     } while (0)
 
+/* The device whose context a graph call runs in: the graph's (recorded at capture) when recap
+ * knows it, else the calling thread's current context's, else device 0. */
+static int graph_call_device(const recap_driver_t *drv, const void *handle)
+{
+    int device = recap__graph_device(handle);
+    CUdevice cur;
+
+    if (device >= 0)
+        return device;
+    if (drv->cuCtxGetDevice(&cur) == CUDA_SUCCESS)
+        return (int)cur;
+    return 0;
+}
+
 static const recap_driver_t *drv_or_null(void)
 {
     const recap_driver_t *drv = NULL;
@@ -147,7 +161,7 @@ recap_status_t recap_stream_end_capture(recap_stream_t stream, recap_graph_t *gr
         return recap__cuda_fail(rc, "cuStreamEndCapture");
     if (wst != RECAP_OK || st != RECAP_OK) {
         recap_graph_destroyed(g);
-        drv->cuGraphDestroy(g);
+        IN_DEVICE(device, "cuGraphDestroy", drv->cuGraphDestroy(g));
         return wst != RECAP_OK ? wst : st;
     }
     *graph_p = g;
@@ -157,13 +171,11 @@ recap_status_t recap_stream_end_capture(recap_stream_t stream, recap_graph_t *gr
 recap_status_t recap_graph_instantiate(recap_graph_t graph, recap_graph_exec_t *exec_p)
 {
     CUgraphExec e = NULL;
-    CUresult rc;
     NEED_DRIVER(drv);
 
     RECAP_CHECK_ARG(graph != NULL && exec_p != NULL, "NULL argument");
-    rc = drv->cuGraphInstantiateWithFlags(&e, (CUgraph)graph, 0);
-    if (rc != CUDA_SUCCESS)
-        return recap__cuda_fail(rc, "cuGraphInstantiateWithFlags");
+    IN_DEVICE(graph_call_device(drv, graph), "cuGraphInstantiateWithFlags",
+              drv->cuGraphInstantiateWithFlags(&e, (CUgraph)graph, 0));
     recap_graph_instantiated(graph, e);
     *exec_p = e;
     return RECAP_OK;
@@ -172,13 +184,10 @@ recap_status_t recap_graph_instantiate(recap_graph_t graph, recap_graph_exec_t *
 recap_status_t recap_graph_clone(recap_graph_t graph, recap_graph_t *clone_p)
 {
     CUgraph c = NULL;
-    CUresult rc;
     NEED_DRIVER(drv);
 
     RECAP_CHECK_ARG(graph != NULL && clone_p != NULL, "NULL argument");
-    rc = drv->cuGraphClone(&c, (CUgraph)graph);
-    if (rc != CUDA_SUCCESS)
-        return recap__cuda_fail(rc, "cuGraphClone");
+    IN_DEVICE(graph_call_device(drv, graph), "cuGraphClone", drv->cuGraphClone(&c, (CUgraph)graph));
     recap_graph_cloned(graph, c);
     *clone_p = c;
     return RECAP_OK;
@@ -194,7 +203,20 @@ recap_status_t recap_graph_launch(recap_graph_exec_t exec, recap_stream_t stream
     st = recap_graph_will_launch(exec, stream);
     if (st != RECAP_OK)
         return st;
-    rc = drv->cuGraphLaunch((CUgraphExec)exec, (CUstream)stream);
+    {
+        const recap_device_t *dev;
+        int pushed = 0;
+
+        st = recap__device_get(graph_call_device(drv, exec), &dev);
+        if (st == RECAP_OK)
+            st = recap__ctx_enter(dev, &pushed);
+        if (st != RECAP_OK) {
+            recap_graph_launch_failed(exec);
+            return st;
+        }
+        rc = drv->cuGraphLaunch((CUgraphExec)exec, (CUstream)stream);
+        recap__ctx_leave(pushed);
+    }
     if (rc != CUDA_SUCCESS) {
         recap_graph_launch_failed(exec);
         return recap__cuda_fail(rc, "cuGraphLaunch");
@@ -204,24 +226,26 @@ recap_status_t recap_graph_launch(recap_graph_exec_t exec, recap_stream_t stream
 
 recap_status_t recap_graph_destroy(recap_graph_t graph)
 {
-    CUresult rc;
+    int device;
     NEED_DRIVER(drv);
 
     RECAP_CHECK_ARG(graph != NULL, "graph is NULL");
+    device = graph_call_device(drv, graph);
     recap_graph_destroyed(graph);
-    rc = drv->cuGraphDestroy((CUgraph)graph);
-    return rc == CUDA_SUCCESS ? RECAP_OK : recap__cuda_fail(rc, "cuGraphDestroy");
+    IN_DEVICE(device, "cuGraphDestroy", drv->cuGraphDestroy((CUgraph)graph));
+    return RECAP_OK;
 }
 
 recap_status_t recap_graph_exec_destroy(recap_graph_exec_t exec)
 {
-    CUresult rc;
+    int device;
     NEED_DRIVER(drv);
 
     RECAP_CHECK_ARG(exec != NULL, "exec is NULL");
+    device = graph_call_device(drv, exec);
     recap_graph_exec_destroyed(exec);
-    rc = drv->cuGraphExecDestroy((CUgraphExec)exec);
-    return rc == CUDA_SUCCESS ? RECAP_OK : recap__cuda_fail(rc, "cuGraphExecDestroy");
+    IN_DEVICE(device, "cuGraphExecDestroy", drv->cuGraphExecDestroy((CUgraphExec)exec));
+    return RECAP_OK;
 }
 
 recap_status_t recap_capture_prime(recap_stream_t stream)

@@ -34,6 +34,7 @@ struct recap_capture {
     struct recap_capture *next;
 };
 
+int recap__ncaptures;
 static pthread_mutex_t caps_lock = PTHREAD_MUTEX_INITIALIZER;
 static recap_capture_t *caps_head;
 static _Thread_local recap_capture_t *thread_cap;
@@ -234,6 +235,7 @@ recap_status_t recap_capture_began(recap_stream_t stream)
     c->thread = pthread_self();
     c->next = caps_head;
     caps_head = c;
+    __atomic_add_fetch(&recap__ncaptures, 1, __ATOMIC_RELAXED);
     pthread_mutex_unlock(&caps_lock);
     thread_cap = c;
     recap__stat_add(RECAP_STAT_CAPTURES, 1);
@@ -327,8 +329,10 @@ recap_status_t recap_capture_ended(recap_stream_t stream, recap_graph_t graph)
     for (pp = &caps_head; *pp != NULL && (*pp)->stream != (CUstream)stream; pp = &(*pp)->next)
         ;
     c = *pp;
-    if (c != NULL)
+    if (c != NULL) {
         *pp = c->next;
+        __atomic_sub_fetch(&recap__ncaptures, 1, __ATOMIC_RELAXED);
+    }
     if (c != NULL && thread_cap == c)
         thread_cap = other_capture_of_thread(pthread_self());
     pthread_mutex_unlock(&caps_lock);

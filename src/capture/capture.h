@@ -26,6 +26,12 @@ recap_status_t recap__slots_prime(int device);
 
 typedef struct recap_capture recap_capture_t;
 
+/* Captures recap knows to be running in the process: 0 makes every capture check one load. */
+extern int recap__ncaptures;
+static inline int recap__captures_running(void)
+{
+    return __atomic_load_n(&recap__ncaptures, __ATOMIC_RELAXED) != 0;
+}
 /* The capture the calling thread reported (began) and has not ended, or NULL. */
 recap_capture_t *recap__capture_of_thread(void);
 /* The recap capture recording `stream`: *cap_p = NULL when the stream is not capturing.
@@ -52,6 +58,8 @@ void recap__capture_poison(const char *why);
 typedef struct recap_rng_record recap_rng_record_t;
 recap_status_t recap__graphs_attach(CUgraph graph, recap_rng_record_t *rec);
 recap_rng_record_t *recap__record_new(int device, size_t n);
+/* The device of a graph or exec recap holds a record for, else -1. */
+int recap__graph_device(const void *graph_or_exec);
 void recap__record_set(recap_rng_record_t *rec, size_t i, recap_genstate_t *gs, uint64_t inc);
 void recap__record_unref(recap_rng_record_t *rec);
 

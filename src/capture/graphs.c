@@ -112,6 +112,21 @@ static void map_drop(recap_ptrmap_t *map, const void *key)
     recap__record_unref(r);
 }
 
+int recap__graph_device(const void *graph_or_exec)
+{
+    recap_rng_record_t *r;
+    int device = -1;
+
+    pthread_mutex_lock(&map_lock);
+    r = recap__ptrmap_get(&graphs, graph_or_exec);
+    if (r == NULL)
+        r = recap__ptrmap_get(&execs, graph_or_exec);
+    if (r != NULL)
+        device = r->device;
+    pthread_mutex_unlock(&map_lock);
+    return device;
+}
+
 recap_status_t recap__graphs_attach(CUgraph graph, recap_rng_record_t *rec)
 {
     recap__stat_add(RECAP_STAT_GRAPHS_WITH_RNG, 1);
@@ -213,19 +228,21 @@ recap_status_t recap_graph_will_launch(recap_graph_exec_t exec, recap_stream_t s
     p.count = 0;
     for (i = 0; i < r->n; i++) {
         recap_genstate_t *gs = r->e[i].gs;
+        uint64_t seed, base;
 
-        recap__lock(&gs->lock);
-        if (!gs->slot_valid || gs->slot_seed != gs->seed || gs->slot_offset != gs->offset) {
+        recap__lock(&gs->slot_lock);
+        seed = __atomic_load_n(&gs->seed, __ATOMIC_RELAXED);
+        base = __atomic_fetch_add(&gs->offset, r->e[i].inc, __ATOMIC_RELAXED);
+        if (!gs->slot_valid || gs->slot_seed != seed || gs->slot_offset != base) {
             p.slot[p.count] = gs->slot;
-            p.seed[p.count] = gs->seed;
-            p.offset[p.count] = gs->offset;
+            p.seed[p.count] = seed;
+            p.offset[p.count] = base;
             p.count++;
         }
-        gs->offset += r->e[i].inc;
-        gs->slot_seed = gs->seed;
-        gs->slot_offset = gs->offset;
+        gs->slot_seed = seed;
+        gs->slot_offset = base + r->e[i].inc; /* after the graph's own advance node */
         gs->slot_valid = 1;
-        recap__unlock(&gs->lock);
+        recap__unlock(&gs->slot_lock);
         if (p.count == RECAP_SLOTS_PER_LAUNCH || (i + 1 == r->n && p.count > 0)) {
             recap_status_t wst = write_slots(r->device, (CUstream)stream, &p);
             if (wst != RECAP_OK)
@@ -247,9 +264,9 @@ recap_status_t recap_graph_launch_failed(recap_graph_exec_t exec)
     if (r == NULL)
         return RECAP_OK;
     for (i = 0; i < r->n; i++) {
-        recap__lock(&r->e[i].gs->lock);
+        recap__lock(&r->e[i].gs->slot_lock);
         r->e[i].gs->slot_valid = 0;
-        recap__unlock(&r->e[i].gs->lock);
+        recap__unlock(&r->e[i].gs->slot_lock);
     }
     recap__record_unref(r);
     return RECAP_OK;

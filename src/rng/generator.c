@@ -81,76 +81,77 @@ recap_status_t recap_generator_device(recap_generator_h gen, int *device_p)
     return RECAP_OK;
 }
 
-/* Locks the installed state for value access (generator lock first, then the state's). */
 static recap_genstate_t *lock_state(recap_generator_h gen)
 {
-    recap_genstate_t *gs;
-
     recap__lock(&gen->lock);
-    gs = gen->state;
-    recap__lock(&gs->lock);
-    return gs;
+    return gen->state;
 }
 
-static void unlock_state(recap_generator_h gen, recap_genstate_t *gs)
+static void unlock_state(recap_generator_h gen)
 {
-    recap__unlock(&gs->lock);
     recap__unlock(&gen->lock);
 }
 
-/* Callers hold gs->lock. */
-static void get_locked(recap_genstate_t *gs, uint64_t *seed, uint64_t *offset)
+static uint64_t load64(const uint64_t *p)
+{
+    return __atomic_load_n(p, __ATOMIC_RELAXED);
+}
+
+static void store64(uint64_t *p, uint64_t v)
+{
+    __atomic_store_n(p, v, __ATOMIC_RELAXED);
+}
+
+/* Inside a capture of this thread, the offset is virtual: see generator.h. The capture test is
+ * one load while no capture runs anywhere in the process. */
+static int in_capture(const recap_genstate_t *gs)
+{
+    return gs->device >= 0 && recap__captures_running() && recap__capture_of_thread() != NULL;
+}
+
+static void get_value(recap_genstate_t *gs, uint64_t *seed, uint64_t *offset)
 {
     uint64_t rel;
 
-    *seed = gs->seed;
-    *offset = gs->offset;
-    if (gs->device >= 0 && recap__capture_of_thread() != NULL && recap__capture_rel_get(gs, &rel))
+    *seed = load64(&gs->seed);
+    *offset = load64(&gs->offset);
+    if (in_capture(gs) && recap__capture_rel_get(gs, &rel))
         *offset += rel;
 }
 
-static void set_locked(recap_genstate_t *gs, uint64_t seed, uint64_t offset)
+static void set_value(recap_genstate_t *gs, uint64_t seed, uint64_t offset)
 {
-    if (gs->device >= 0 && recap__capture_of_thread() != NULL &&
-        recap__capture_rel_set(gs, offset - gs->offset)) {
-        if (seed != gs->seed)
+    if (in_capture(gs) && recap__capture_rel_set(gs, offset - load64(&gs->offset))) {
+        if (seed != load64(&gs->seed))
             recap__capture_poison("a generator's seed changed inside the capture (a value-mode "
                                   "tracker fork or set_state); the graph would replay with one "
                                   "seed: use a graph-safe tracker inside captures");
         return;
     }
-    gs->seed = seed;
-    gs->offset = offset;
+    store64(&gs->seed, seed);
+    store64(&gs->offset, offset);
 }
 
 void recap__genstate_get_value(recap_genstate_t *gs, uint64_t *seed, uint64_t *offset)
 {
-    recap__lock(&gs->lock);
-    get_locked(gs, seed, offset);
-    recap__unlock(&gs->lock);
+    get_value(gs, seed, offset);
 }
 
 void recap__genstate_set_value(recap_genstate_t *gs, uint64_t seed, uint64_t offset)
 {
-    recap__lock(&gs->lock);
-    set_locked(gs, seed, offset);
-    recap__unlock(&gs->lock);
+    set_value(gs, seed, offset);
 }
 
 void recap__generator_get_value(recap_generator_h gen, uint64_t *seed, uint64_t *offset)
 {
-    recap_genstate_t *gs = lock_state(gen);
-
-    get_locked(gs, seed, offset);
-    unlock_state(gen, gs);
+    get_value(lock_state(gen), seed, offset);
+    unlock_state(gen);
 }
 
 void recap__generator_set_value(recap_generator_h gen, uint64_t seed, uint64_t offset)
 {
-    recap_genstate_t *gs = lock_state(gen);
-
-    set_locked(gs, seed, offset);
-    unlock_state(gen, gs);
+    set_value(lock_state(gen), seed, offset);
+    unlock_state(gen);
 }
 
 void recap__generator_exchange_value(recap_generator_h gen, uint64_t *seed, uint64_t *offset)
@@ -158,9 +159,9 @@ void recap__generator_exchange_value(recap_generator_h gen, uint64_t *seed, uint
     recap_genstate_t *gs = lock_state(gen);
     uint64_t s, o;
 
-    get_locked(gs, &s, &o);
-    set_locked(gs, *seed, *offset);
-    unlock_state(gen, gs);
+    get_value(gs, &s, &o);
+    set_value(gs, *seed, *offset);
+    unlock_state(gen);
     *seed = s;
     *offset = o;
 }
@@ -294,18 +295,22 @@ recap_status_t recap__generator_draw(recap_generator_h gen, recap_stream_t strea
     gs = lock_state(gen);
     if (cap != NULL) {
         st = recap__capture_draw(cap, gs, inc, args);
-    } else if (gs->offset + inc < gs->offset) {
-        st = recap__fail(RECAP_ERR_INVALID_ARG, "offset %llu + %llu overflows 64 bits",
-                         (unsigned long long)gs->offset, (unsigned long long)inc);
     } else {
-        args->captured = 0;
-        args->seed = gs->seed;
-        args->offset = gs->offset;
-        args->seed_ptr = args->offset_ptr = NULL;
-        args->offset_intragraph = 0;
-        gs->offset += inc;
+        /* An atomic add: a graph launch on another thread may advance the same state. */
+        uint64_t before = __atomic_fetch_add(&gs->offset, inc, __ATOMIC_RELAXED);
+        if (before + inc < before) {
+            __atomic_fetch_sub(&gs->offset, inc, __ATOMIC_RELAXED);
+            st = recap__fail(RECAP_ERR_INVALID_ARG, "offset %llu + %llu overflows 64 bits",
+                             (unsigned long long)before, (unsigned long long)inc);
+        } else {
+            args->captured = 0;
+            args->seed = load64(&gs->seed);
+            args->offset = before;
+            args->seed_ptr = args->offset_ptr = NULL;
+            args->offset_intragraph = 0;
+        }
     }
-    unlock_state(gen, gs);
+    unlock_state(gen);
     return st;
 }
 

@@ -19,21 +19,26 @@
  * A device state also owns a device slot once primed (capture/slots.c): 16 bytes {seed, base
  * offset} that captured kernels read. slot_seed/slot_offset are what the slot will hold once the
  * work launched so far has run; a launch rewrites the slot only when they differ from the host
- * values. `lock` protects the values and the slot bookkeeping.
+ * values.
+ *
+ * seed and offset are read and written with atomic operations: draws through a generator hold
+ * the generator's lock (which also fixes which state is installed), graph launches add their
+ * increments with an atomic add, so neither needs a lock of the state. slot_lock serializes the
+ * launches' slot bookkeeping only.
  */
 typedef struct recap_genstate {
     int refs;
     int device;
-    recap_lock_t lock;
     uint64_t seed;
     uint64_t offset;
     uint64_t slot; /* device address, 0 until primed; set once, read with acquire */
+    recap_lock_t slot_lock;
     uint64_t slot_seed, slot_offset;
     int slot_valid;
     struct recap_genstate *reg_prev, *reg_next; /* registry of device states (priming) */
 } recap_genstate_t;
 
-/* `lock` protects which state is installed; the state's own lock protects its values. */
+/* `lock` protects which state is installed and orders draws through this generator. */
 struct recap_generator {
     int device;
     recap_lock_t lock;
