@@ -4,12 +4,21 @@
  * tracked by allocation; kernels are recap's own kernel bodies (the src/kernels body headers) compiled
  * for the host and run thread by thread over the launch grid; streams execute in order at once.
  *
+ * Stream capture and graphs: a capturing stream records its work (kernels, stream memory
+ * operations, async copies and memsets) as the nodes of a graph instead of running it; graphs are linear node lists, executables are snapshots of them. The capture rules
+ * of the real driver that recap can observe are enforced (see "capture rules" below), and
+ * tests/double/probe_rules.c checks them against a real driver.
+ *
  * recap finds it through RECAP_CUDA_DRIVER (test-only). Knobs, for tests:
  *   RECAP_DOUBLE_DEVICES=N     number of devices (default 2)
  *   RECAP_DOUBLE_FAIL_INIT=1   cuInit fails with CUDA_ERROR_NO_DEVICE
- * Never installed.
+ * and the recap_double_* exports (launch/node/stream-operation counts, live graph and executable
+ * counts, fault injection). Never installed.
  */
 #define _GNU_SOURCE
+/* cuda.h then declares the legacy and per-thread-stream names too (cuGraphInstantiate's 5-argument
+ * form, cuStreamGetCaptureInfo's 3-argument form, the _ptsz variants). */
+#define __CUDA_API_VERSION_INTERNAL 1
 #include <cuda.h>
 #include <pthread.h>
 #include <stdint.h>
@@ -28,9 +37,14 @@ typedef struct double_ctx {
     int device;
 } double_ctx_t;
 
+typedef struct double_capture double_capture_t;
+
 typedef struct double_stream {
     int device;
     int alive;
+    unsigned flags;
+    double_capture_t *cap; /* capture in progress on this stream, or NULL */
+    struct double_stream *next;
 } double_stream_t;
 
 /* Every recap kernel runs through one signature: its by-value parameter block, thread, threads. */
@@ -53,6 +67,43 @@ typedef struct double_module {
     double_function_t fns[NKERNELS];
 } double_module_t;
 
+/* One unit of stream work: run at once, or recorded as a graph node (CUgraphNode = op_t *). */
+typedef enum { OP_KERNEL, OP_WRITE32, OP_WRITE64, OP_MEMSET8, OP_MEMSET32, OP_HTOD, OP_DTOH } op_kind_t;
+
+typedef struct op {
+    op_kind_t kind;
+    const double_function_t *fn; /* OP_KERNEL */
+    unsigned grid, block;
+    void *params; /* OP_KERNEL: owned copy of the parameter block */
+    CUdeviceptr dptr;
+    void *host; /* OP_HTOD source / OP_DTOH destination (not owned, read at execution) */
+    uint64_t value;
+    size_t n; /* bytes (copies), elements (memsets) */
+} op_t;
+
+typedef struct double_graph {
+    op_t **ops;
+    size_t n, cap;
+    int capturing; /* owned by a capture in progress */
+    struct double_graph *next;
+} double_graph_t;
+
+typedef struct double_exec {
+    op_t **ops;
+    size_t n;
+    struct double_exec *next;
+} double_exec_t;
+
+struct double_capture {
+    uint64_t id;
+    CUstreamCaptureMode mode;
+    pthread_t thread; /* the thread that began it */
+    int invalidated;
+    double_stream_t *stream;
+    double_graph_t *graph;
+    double_capture_t *next;
+};
+
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static int initialized, ndev = 2;
 static double_ctx_t primary[MAX_DEV];
@@ -62,17 +113,140 @@ static struct {
     int device;
 } allocs[MAX_ALLOC];
 static int nallocs;
-static unsigned long launches;
+static unsigned long launches, stream_ops;
 
-/* The current-context stack of each thread. */
+/* Live objects, under the lock. */
+static double_stream_t *streams;
+static double_graph_t *graphs;
+static double_exec_t *execs;
+static double_capture_t *captures; /* every capture in progress */
+static uint64_t capture_seq;
+
+/* The current-context stack of each thread, its capture interaction mode and its per-thread
+ * default stream. */
 static _Thread_local CUcontext ctx_stack[32];
 static _Thread_local int ctx_depth;
+static _Thread_local CUstreamCaptureMode thread_mode = CU_STREAM_CAPTURE_MODE_GLOBAL;
+static _Thread_local double_stream_t ptds;
+
+/* ------------------------------------------------------------------ test-only inspection */
 
 EXPORT unsigned long recap_double_launch_count(void);
+EXPORT unsigned long recap_double_stream_ops(void);
+EXPORT unsigned long recap_double_node_count(CUgraph g);
+EXPORT int recap_double_live_graphs(void);
+EXPORT int recap_double_live_execs(void);
+EXPORT void recap_double_fail_next(const char *fn_name, int count);
+
 EXPORT unsigned long recap_double_launch_count(void)
 {
     return __atomic_load_n(&launches, __ATOMIC_RELAXED);
 }
+
+EXPORT unsigned long recap_double_stream_ops(void)
+{
+    return __atomic_load_n(&stream_ops, __ATOMIC_RELAXED);
+}
+
+/* Nodes of a live graph (or of a live executable); 0 for anything else. */
+EXPORT unsigned long recap_double_node_count(CUgraph g)
+{
+    unsigned long n = 0;
+
+    pthread_mutex_lock(&lock);
+    for (double_graph_t *p = graphs; p != NULL; p = p->next)
+        if (p == (double_graph_t *)g)
+            n = p->n;
+    for (double_exec_t *e = execs; e != NULL; e = e->next)
+        if (e == (double_exec_t *)g)
+            n = e->n;
+    pthread_mutex_unlock(&lock);
+    return n;
+}
+
+EXPORT int recap_double_live_graphs(void)
+{
+    int n = 0;
+
+    pthread_mutex_lock(&lock);
+    for (double_graph_t *p = graphs; p != NULL; p = p->next)
+        n++;
+    pthread_mutex_unlock(&lock);
+    return n;
+}
+
+EXPORT int recap_double_live_execs(void)
+{
+    int n = 0;
+
+    pthread_mutex_lock(&lock);
+    for (double_exec_t *e = execs; e != NULL; e = e->next)
+        n++;
+    pthread_mutex_unlock(&lock);
+    return n;
+}
+
+/* Fault injection: the next `count` calls of the exported driver function `fn_name` fail. */
+#define MAX_FAIL 16
+static struct {
+    char name[64];
+    int count;
+} fail_table[MAX_FAIL];
+static int fail_armed; /* entries with count > 0 */
+
+EXPORT void recap_double_fail_next(const char *fn_name, int count)
+{
+    int i, free_slot = -1;
+
+    if (fn_name == NULL || strlen(fn_name) >= sizeof(fail_table[0].name))
+        return;
+    pthread_mutex_lock(&lock);
+    for (i = 0; i < MAX_FAIL; i++) {
+        if (fail_table[i].count > 0 && strcmp(fail_table[i].name, fn_name) == 0)
+            break;
+        if (fail_table[i].count <= 0 && free_slot < 0)
+            free_slot = i;
+    }
+    if (i == MAX_FAIL)
+        i = free_slot;
+    if (i >= 0) {
+        if (fail_table[i].count <= 0 && count > 0)
+            fail_armed++;
+        else if (fail_table[i].count > 0 && count <= 0)
+            fail_armed--;
+        strcpy(fail_table[i].name, fn_name);
+        fail_table[i].count = count > 0 ? count : 0;
+    }
+    pthread_mutex_unlock(&lock);
+}
+
+static CUresult injected(const char *fn)
+{
+    CUresult rc = CUDA_SUCCESS;
+
+    if (__atomic_load_n(&fail_armed, __ATOMIC_RELAXED) == 0)
+        return CUDA_SUCCESS;
+    pthread_mutex_lock(&lock);
+    for (int i = 0; i < MAX_FAIL; i++)
+        if (fail_table[i].count > 0 && strcmp(fail_table[i].name, fn) == 0) {
+            if (--fail_table[i].count == 0)
+                fail_armed--;
+            rc = strcmp(fn, "cuMemAlloc_v2") == 0 ? CUDA_ERROR_OUT_OF_MEMORY : CUDA_ERROR_UNKNOWN;
+            break;
+        }
+    pthread_mutex_unlock(&lock);
+    return rc;
+}
+
+/* First statement of every exported driver function. */
+#define ENTER()                               \
+    do {                                      \
+        CUresult inj_ = injected(__func__);   \
+        if (inj_ != CUDA_SUCCESS)             \
+            return inj_;                      \
+    } while (0)
+
+/* ------------------------------------------------------------------ init, devices, contexts */
 
 static int ctx_device(CUcontext c)
 {
@@ -86,6 +260,7 @@ static CUcontext current(void)
 
 #define NEED_INIT()                          \
     do {                                     \
+        ENTER();                             \
         if (!initialized)                    \
             return CUDA_ERROR_NOT_INITIALIZED; \
     } while (0)
@@ -96,6 +271,7 @@ EXPORT CUresult cuInit(unsigned int flags)
     const char *fail = getenv("RECAP_DOUBLE_FAIL_INIT");
     int i;
 
+    ENTER();
     if (flags != 0)
         return CUDA_ERROR_INVALID_VALUE;
     if (fail != NULL && *fail == '1')
@@ -112,6 +288,7 @@ EXPORT CUresult cuInit(unsigned int flags)
 
 EXPORT CUresult cuDriverGetVersion(int *v)
 {
+    ENTER();
     if (v == NULL)
         return CUDA_ERROR_INVALID_VALUE;
     *v = 13000;
@@ -120,20 +297,38 @@ EXPORT CUresult cuDriverGetVersion(int *v)
 
 EXPORT CUresult cuGetErrorName(CUresult rc, const char **s)
 {
+    ENTER();
+    if (s == NULL)
+        return CUDA_ERROR_INVALID_VALUE;
     switch (rc) {
-    case CUDA_SUCCESS: *s = "CUDA_SUCCESS"; break;
-    case CUDA_ERROR_INVALID_VALUE: *s = "CUDA_ERROR_INVALID_VALUE"; break;
-    case CUDA_ERROR_OUT_OF_MEMORY: *s = "CUDA_ERROR_OUT_OF_MEMORY"; break;
-    case CUDA_ERROR_NOT_INITIALIZED: *s = "CUDA_ERROR_NOT_INITIALIZED"; break;
-    case CUDA_ERROR_NO_DEVICE: *s = "CUDA_ERROR_NO_DEVICE"; break;
-    case CUDA_ERROR_INVALID_DEVICE: *s = "CUDA_ERROR_INVALID_DEVICE"; break;
-    case CUDA_ERROR_INVALID_CONTEXT: *s = "CUDA_ERROR_INVALID_CONTEXT"; break;
-    case CUDA_ERROR_INVALID_HANDLE: *s = "CUDA_ERROR_INVALID_HANDLE"; break;
-    case CUDA_ERROR_INVALID_IMAGE: *s = "CUDA_ERROR_INVALID_IMAGE"; break;
-    case CUDA_ERROR_NOT_FOUND: *s = "CUDA_ERROR_NOT_FOUND"; break;
-    case CUDA_ERROR_ILLEGAL_ADDRESS: *s = "CUDA_ERROR_ILLEGAL_ADDRESS"; break;
-    case CUDA_ERROR_CONTEXT_IS_DESTROYED: *s = "CUDA_ERROR_CONTEXT_IS_DESTROYED"; break;
-    default: *s = "CUDA_ERROR_UNKNOWN"; return CUDA_ERROR_INVALID_VALUE;
+#define NAME(e) case e: *s = #e; break;
+    NAME(CUDA_SUCCESS)
+    NAME(CUDA_ERROR_INVALID_VALUE)
+    NAME(CUDA_ERROR_OUT_OF_MEMORY)
+    NAME(CUDA_ERROR_NOT_INITIALIZED)
+    NAME(CUDA_ERROR_NO_DEVICE)
+    NAME(CUDA_ERROR_INVALID_DEVICE)
+    NAME(CUDA_ERROR_INVALID_CONTEXT)
+    NAME(CUDA_ERROR_INVALID_HANDLE)
+    NAME(CUDA_ERROR_INVALID_IMAGE)
+    NAME(CUDA_ERROR_NOT_FOUND)
+    NAME(CUDA_ERROR_ILLEGAL_ADDRESS)
+    NAME(CUDA_ERROR_ILLEGAL_STATE)
+    NAME(CUDA_ERROR_CONTEXT_IS_DESTROYED)
+    NAME(CUDA_ERROR_NOT_PERMITTED)
+    NAME(CUDA_ERROR_NOT_SUPPORTED)
+    NAME(CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED)
+    NAME(CUDA_ERROR_STREAM_CAPTURE_INVALIDATED)
+    NAME(CUDA_ERROR_STREAM_CAPTURE_MERGE)
+    NAME(CUDA_ERROR_STREAM_CAPTURE_UNMATCHED)
+    NAME(CUDA_ERROR_STREAM_CAPTURE_UNJOINED)
+    NAME(CUDA_ERROR_STREAM_CAPTURE_ISOLATION)
+    NAME(CUDA_ERROR_STREAM_CAPTURE_IMPLICIT)
+    NAME(CUDA_ERROR_CAPTURED_EVENT)
+    NAME(CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD)
+    NAME(CUDA_ERROR_UNKNOWN)
+#undef NAME
+    default: *s = NULL; return CUDA_ERROR_INVALID_VALUE;
     }
     return CUDA_SUCCESS;
 }
@@ -180,6 +375,7 @@ EXPORT CUresult cuDeviceGetAttribute(int *v, CUdevice_attribute a, CUdevice d)
     case CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT: *v = 4; break;
     case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR: *v = 9; break;
     case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR: *v = 0; break;
+    case CU_DEVICE_ATTRIBUTE_CAN_USE_64_BIT_STREAM_MEM_OPS: *v = 1; break;
     default: *v = 0; break;
     }
     return CUDA_SUCCESS;
@@ -256,10 +452,81 @@ EXPORT CUresult cuCtxGetDevice(CUdevice *d)
     return CUDA_SUCCESS;
 }
 
-EXPORT CUresult cuCtxSynchronize(void)
+/* ------------------------------------------------------------------ capture rules
+ *
+ * What the real driver does (cuThreadExchangeStreamCaptureMode in cuda.h; each rule below was
+ * observed with tests/double/probe_rules.c on driver 580.159, CUDA 13.0):
+ *  - A "potentially unsafe" call (cuMemAlloc, cuMemFree, cuStreamSynchronize of a stream that is
+ *    not capturing, the legacy stream included) is prohibited for a thread whose interaction
+ *    mode is not RELAXED if the thread itself has a capture in progress that was not begun
+ *    RELAXED, or, for a thread in GLOBAL mode, if any thread has a GLOBAL capture in progress
+ *    (an invalidated capture not yet ended still counts). The call fails with
+ *    CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED and invalidates those captures.
+ *  - cuCtxSynchronize while any stream of the context captures fails the same way whatever the
+ *    modes, and invalidates every such capture; synchronizing a capturing stream invalidates
+ *    its capture.
+ *  - Work on the legacy NULL stream (launches, async and synchronous copies and memsets, graph
+ *    launches, synchronization) while a blocking stream (created without
+ *    CU_STREAM_NON_BLOCKING, or a per-thread default stream) of the same context captures fails
+ *    with CUDA_ERROR_STREAM_CAPTURE_IMPLICIT and invalidates those captures. With only
+ *    non-blocking streams capturing, synchronous copies and memsets are allowed in any mode, and
+ *    so is cuModuleLoadData.
+ *  - Work into an invalidated capture fails with CUDA_ERROR_STREAM_CAPTURE_INVALIDATED.
+ *  - cuGraphLaunch into a capturing stream fails with CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED and
+ *    invalidates the capture.
+ *  - cuStreamEndCapture from another thread than the one that began a GLOBAL or THREAD_LOCAL
+ *    capture fails with CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD, returns no graph, and ends the
+ *    capture all the same. The 1-argument cuStreamBeginCapture forms capture RELAXED.
+ */
+
+static int prohibits_locked(const double_capture_t *c)
 {
-    NEED_INIT();
-    return current() == NULL ? CUDA_ERROR_INVALID_CONTEXT : CUDA_SUCCESS;
+    if (thread_mode == CU_STREAM_CAPTURE_MODE_RELAXED || c->mode == CU_STREAM_CAPTURE_MODE_RELAXED)
+        return 0;
+    if (pthread_equal(c->thread, pthread_self()))
+        return 1;
+    return thread_mode == CU_STREAM_CAPTURE_MODE_GLOBAL && c->mode == CU_STREAM_CAPTURE_MODE_GLOBAL;
+}
+
+static CUresult unsafe_call_locked(void)
+{
+    CUresult rc = CUDA_SUCCESS;
+
+    for (double_capture_t *c = captures; c != NULL; c = c->next)
+        if (prohibits_locked(c)) {
+            c->invalidated = 1;
+            rc = CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+        }
+    return rc;
+}
+
+static CUresult unsafe_call(void)
+{
+    CUresult rc;
+
+    pthread_mutex_lock(&lock);
+    rc = unsafe_call_locked();
+    pthread_mutex_unlock(&lock);
+    return rc;
+}
+
+static int blocking_capture(const double_capture_t *c, int device)
+{
+    return (c->stream->flags & CU_STREAM_NON_BLOCKING) == 0 && c->stream->device == device;
+}
+
+/* Work submitted to the legacy stream of `device`; invalidate = 0 for queries. */
+static CUresult legacy_use_locked(int device, int invalidate)
+{
+    CUresult rc = CUDA_SUCCESS;
+
+    for (double_capture_t *c = captures; c != NULL; c = c->next)
+        if (blocking_capture(c, device)) {
+            if (invalidate)
+                c->invalidated = 1;
+            rc = CUDA_ERROR_STREAM_CAPTURE_IMPLICIT;
+        }
+    return rc;
 }
 
 /* ------------------------------------------------------------------ memory */
@@ -278,10 +545,13 @@ static int find_alloc(uintptr_t p, size_t len)
 EXPORT CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytes)
 {
     void *p;
+    CUresult rc;
 
     NEED_INIT();
     if (current() == NULL)
         return CUDA_ERROR_INVALID_CONTEXT;
+    if ((rc = unsafe_call()) != CUDA_SUCCESS)
+        return rc;
     if (dptr == NULL || bytes == 0)
         return CUDA_ERROR_INVALID_VALUE;
     if (bytes > ((size_t)1 << 34))
@@ -307,9 +577,14 @@ EXPORT CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytes)
 EXPORT CUresult cuMemFree_v2(CUdeviceptr dptr)
 {
     int i;
+    CUresult rc;
 
     NEED_INIT();
     pthread_mutex_lock(&lock);
+    if ((rc = unsafe_call_locked()) != CUDA_SUCCESS) {
+        pthread_mutex_unlock(&lock);
+        return rc;
+    }
     for (i = 0; i < nallocs; i++)
         if (allocs[i].base == (uintptr_t)dptr)
             break;
@@ -333,11 +608,27 @@ static CUresult check_range(CUdeviceptr p, size_t len)
     return i < 0 ? CUDA_ERROR_INVALID_VALUE : CUDA_SUCCESS;
 }
 
+/* A synchronous copy or memset runs on the legacy stream: implicitly ordered after the blocking
+ * streams (the driver does not count it among the potentially unsafe calls). */
+static CUresult sync_op_allowed(void)
+{
+    CUresult rc;
+
+    pthread_mutex_lock(&lock);
+    rc = legacy_use_locked(ctx_device(current()), 1);
+    pthread_mutex_unlock(&lock);
+    return rc;
+}
+
 EXPORT CUresult cuMemcpyHtoD_v2(CUdeviceptr dst, const void *src, size_t n)
 {
+    CUresult rc;
+
     NEED_INIT();
     if (current() == NULL)
         return CUDA_ERROR_INVALID_CONTEXT;
+    if ((rc = sync_op_allowed()) != CUDA_SUCCESS)
+        return rc;
     if (src == NULL || check_range(dst, n) != CUDA_SUCCESS)
         return CUDA_ERROR_INVALID_VALUE;
     memcpy((void *)(uintptr_t)dst, src, n);
@@ -346,9 +637,13 @@ EXPORT CUresult cuMemcpyHtoD_v2(CUdeviceptr dst, const void *src, size_t n)
 
 EXPORT CUresult cuMemcpyDtoH_v2(void *dst, CUdeviceptr src, size_t n)
 {
+    CUresult rc;
+
     NEED_INIT();
     if (current() == NULL)
         return CUDA_ERROR_INVALID_CONTEXT;
+    if ((rc = sync_op_allowed()) != CUDA_SUCCESS)
+        return rc;
     if (dst == NULL || check_range(src, n) != CUDA_SUCCESS)
         return CUDA_ERROR_INVALID_VALUE;
     memcpy(dst, (const void *)(uintptr_t)src, n);
@@ -372,7 +667,152 @@ EXPORT CUresult cuPointerGetAttribute(void *data, CUpointer_attribute a, CUdevic
     return CUDA_SUCCESS;
 }
 
+/* ------------------------------------------------------------------ nodes and graphs */
+
+static void op_free(op_t *op)
+{
+    if (op == NULL)
+        return;
+    free(op->params);
+    free(op);
+}
+
+static op_t *op_clone(const op_t *src)
+{
+    op_t *op = malloc(sizeof(*op));
+
+    if (op == NULL)
+        return NULL;
+    *op = *src;
+    op->params = NULL;
+    if (src->kind == OP_KERNEL) {
+        op->params = malloc(src->fn->params_size);
+        if (op->params == NULL) {
+            free(op);
+            return NULL;
+        }
+        memcpy(op->params, src->params, src->fn->params_size);
+    }
+    return op;
+}
+
+/* A deep copy of a node list (NULL when out of memory; an empty list gives a 1-entry array). */
+static op_t **ops_clone(op_t *const *ops, size_t n)
+{
+    op_t **out = calloc(n > 0 ? n : 1, sizeof(*out));
+
+    if (out == NULL)
+        return NULL;
+    for (size_t i = 0; i < n; i++) {
+        out[i] = op_clone(ops[i]);
+        if (out[i] == NULL) {
+            while (i-- > 0)
+                op_free(out[i]);
+            free(out);
+            return NULL;
+        }
+    }
+    return out;
+}
+
+static double_graph_t *graph_new_locked(void)
+{
+    double_graph_t *g = calloc(1, sizeof(*g));
+
+    if (g == NULL)
+        return NULL;
+    g->next = graphs;
+    graphs = g;
+    return g;
+}
+
+static int graph_live_locked(CUgraph h)
+{
+    for (double_graph_t *g = graphs; g != NULL; g = g->next)
+        if (g == (double_graph_t *)h)
+            return 1;
+    return 0;
+}
+
+static void graph_free_locked(double_graph_t *g)
+{
+    double_graph_t **pp;
+
+    for (pp = &graphs; *pp != NULL; pp = &(*pp)->next)
+        if (*pp == g) {
+            *pp = g->next;
+            break;
+        }
+    for (size_t i = 0; i < g->n; i++)
+        op_free(g->ops[i]);
+    free(g->ops);
+    free(g);
+}
+
+/* Appends an owned node. */
+static CUresult graph_append_locked(double_graph_t *g, op_t *op)
+{
+    if (g->n == g->cap) {
+        size_t cap = g->cap ? 2 * g->cap : 8;
+        op_t **ops = realloc(g->ops, cap * sizeof(*ops));
+        if (ops == NULL)
+            return CUDA_ERROR_OUT_OF_MEMORY;
+        g->ops = ops;
+        g->cap = cap;
+    }
+    g->ops[g->n++] = op;
+    return CUDA_SUCCESS;
+}
+
+static int exec_live_locked(CUgraphExec h)
+{
+    for (double_exec_t *e = execs; e != NULL; e = e->next)
+        if (e == (double_exec_t *)h)
+            return 1;
+    return 0;
+}
+
 /* ------------------------------------------------------------------ streams */
+
+/* Resolves a stream handle (lock held): *out = NULL for the legacy stream. `per_thread`: the call
+ * came through a _ptsz export, where NULL names the calling thread's default stream. */
+static CUresult resolve_locked(CUstream s, int per_thread, double_stream_t **out)
+{
+    if (s == CU_STREAM_LEGACY || (s == NULL && !per_thread)) {
+        *out = NULL;
+        return CUDA_SUCCESS;
+    }
+    if (s == NULL || s == CU_STREAM_PER_THREAD) {
+        if (ptds.cap == NULL)
+            ptds.device = ctx_device(current());
+        ptds.alive = 1;
+        *out = &ptds;
+        return CUDA_SUCCESS;
+    }
+    for (double_stream_t *st = streams; st != NULL; st = st->next)
+        if (st == (double_stream_t *)s) {
+            *out = st;
+            return CUDA_SUCCESS;
+        }
+    return CUDA_ERROR_INVALID_HANDLE;
+}
+
+static int stream_device_of(const double_stream_t *st)
+{
+    return st == NULL ? ctx_device(current()) : st->device;
+}
+
+static void capture_unlink_locked(double_capture_t *cap)
+{
+    double_capture_t **pp;
+
+    for (pp = &captures; *pp != NULL; pp = &(*pp)->next)
+        if (*pp == cap) {
+            *pp = cap->next;
+            break;
+        }
+    cap->stream->cap = NULL;
+}
 
 EXPORT CUresult cuStreamCreate(CUstream *s, unsigned int flags)
 {
@@ -381,51 +821,133 @@ EXPORT CUresult cuStreamCreate(CUstream *s, unsigned int flags)
     NEED_INIT();
     if (current() == NULL)
         return CUDA_ERROR_INVALID_CONTEXT;
-    if (s == NULL)
+    if (s == NULL || (flags & ~(unsigned)CU_STREAM_NON_BLOCKING) != 0)
         return CUDA_ERROR_INVALID_VALUE;
     st = calloc(1, sizeof(*st));
     if (st == NULL)
         return CUDA_ERROR_OUT_OF_MEMORY;
     st->device = ctx_device(current());
     st->alive = 1;
+    st->flags = flags;
+    pthread_mutex_lock(&lock);
+    st->next = streams;
+    streams = st;
+    pthread_mutex_unlock(&lock);
     *s = (CUstream)st;
     return CUDA_SUCCESS;
 }
 
 EXPORT CUresult cuStreamDestroy_v2(CUstream s)
 {
+    double_stream_t **pp;
+
     NEED_INIT();
-    if (s == NULL)
+    if (s == NULL || s == CU_STREAM_LEGACY || s == CU_STREAM_PER_THREAD)
         return CUDA_ERROR_INVALID_HANDLE;
+    pthread_mutex_lock(&lock);
+    for (pp = &streams; *pp != NULL; pp = &(*pp)->next)
+        if (*pp == (double_stream_t *)s)
+            break;
+    if (*pp == NULL) {
+        pthread_mutex_unlock(&lock);
+        return CUDA_ERROR_INVALID_HANDLE;
+    }
+    *pp = (*pp)->next;
+    if (((double_stream_t *)s)->cap != NULL) { /* the capture dies with its stream */
+        double_capture_t *cap = ((double_stream_t *)s)->cap;
+        capture_unlink_locked(cap);
+        graph_free_locked(cap->graph);
+        free(cap);
+    }
+    pthread_mutex_unlock(&lock);
     free(s);
     return CUDA_SUCCESS;
+}
+
+static CUresult stream_synchronize(CUstream s, int per_thread)
+{
+    double_stream_t *st;
+    CUresult rc;
+
+    pthread_mutex_lock(&lock);
+    rc = resolve_locked(s, per_thread, &st);
+    if (rc == CUDA_SUCCESS) {
+        if (st != NULL && st->cap != NULL) {
+            st->cap->invalidated = 1;
+            rc = CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+        } else {
+            rc = unsafe_call_locked();
+            if (rc == CUDA_SUCCESS && st == NULL)
+                rc = legacy_use_locked(ctx_device(current()), 1);
+        }
+    }
+    pthread_mutex_unlock(&lock);
+    return rc; /* work runs at submission */
 }
 
 EXPORT CUresult cuStreamSynchronize(CUstream s)
 {
     NEED_INIT();
-    return CUDA_SUCCESS; /* work runs at submission */
+    return stream_synchronize(s, 0);
 }
 
-static int stream_device(CUstream s)
+EXPORT CUresult cuStreamSynchronize_ptsz(CUstream s)
 {
-    return s == NULL ? ctx_device(current()) : ((double_stream_t *)s)->device;
+    NEED_INIT();
+    return stream_synchronize(s, 1);
+}
+
+EXPORT CUresult cuCtxSynchronize(void)
+{
+    CUresult rc;
+
+    NEED_INIT();
+    if (current() == NULL)
+        return CUDA_ERROR_INVALID_CONTEXT;
+    pthread_mutex_lock(&lock);
+    rc = CUDA_SUCCESS;
+    for (double_capture_t *c = captures; c != NULL; c = c->next)
+        if (c->stream->device == ctx_device(current())) {
+            c->invalidated = 1;
+            rc = CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+        }
+    pthread_mutex_unlock(&lock);
+    return rc;
+}
+
+static CUresult stream_get_ctx(CUstream s, CUcontext *c, int per_thread)
+{
+    double_stream_t *st;
+    CUresult rc;
+
+    if (c == NULL)
+        return CUDA_ERROR_INVALID_VALUE;
+    pthread_mutex_lock(&lock);
+    rc = resolve_locked(s, per_thread, &st);
+    pthread_mutex_unlock(&lock);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if (st == NULL || st == &ptds) {
+        *c = current();
+        return *c == NULL ? CUDA_ERROR_INVALID_CONTEXT : CUDA_SUCCESS;
+    }
+    *c = (CUcontext)&primary[st->device];
+    return CUDA_SUCCESS;
 }
 
 EXPORT CUresult cuStreamGetCtx(CUstream s, CUcontext *c)
 {
     NEED_INIT();
-    if (c == NULL)
-        return CUDA_ERROR_INVALID_VALUE;
-    if (s == NULL) {
-        *c = current();
-        return *c == NULL ? CUDA_ERROR_INVALID_CONTEXT : CUDA_SUCCESS;
-    }
-    *c = (CUcontext)&primary[((double_stream_t *)s)->device];
-    return CUDA_SUCCESS;
+    return stream_get_ctx(s, c, 0);
 }
 
-/* ------------------------------------------------------------------ modules and launches */
+EXPORT CUresult cuStreamGetCtx_ptsz(CUstream s, CUcontext *c)
+{
+    NEED_INIT();
+    return stream_get_ctx(s, c, 1);
+}
+
+/* ------------------------------------------------------------------ modules */
 
 EXPORT CUresult cuModuleLoadData(CUmodule *m, const void *image)
 {
@@ -468,6 +990,8 @@ EXPORT CUresult cuModuleGetFunction(CUfunction *f, CUmodule m, const char *name)
     return CUDA_ERROR_NOT_FOUND;
 }
 
+/* ------------------------------------------------------------------ executing work */
+
 /* Checks the memory a kernel will touch against the allocations, as the GPU's memory protection
  * would (the double turns a would-be illegal address into a launch error). */
 static CUresult check_kernel_memory(const double_function_t *fn, const void *params)
@@ -495,29 +1019,803 @@ static CUresult check_kernel_memory(const double_function_t *fn, const void *par
     return CUDA_SUCCESS;
 }
 
-EXPORT CUresult cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
-                               unsigned by, unsigned bz, unsigned shmem, CUstream s,
-                               void **params, void **extra)
+/* Executes one unit of work now (no lock held). */
+static CUresult run_op(const op_t *op)
 {
-    const double_function_t *fn = (const double_function_t *)f;
+    CUresult rc = CUDA_SUCCESS;
     uint64_t t, nthreads;
+
+    switch (op->kind) {
+    case OP_KERNEL:
+        rc = check_kernel_memory(op->fn, op->params);
+        if (rc != CUDA_SUCCESS)
+            return rc;
+        nthreads = (uint64_t)op->grid * op->block;
+        for (t = 0; t < nthreads; t++)
+            op->fn->body(op->params, t, nthreads);
+        __atomic_add_fetch(&launches, 1, __ATOMIC_RELAXED);
+        return CUDA_SUCCESS;
+    case OP_WRITE32:
+        if (check_range(op->dptr, 4) != CUDA_SUCCESS)
+            return CUDA_ERROR_INVALID_VALUE;
+        *(volatile uint32_t *)(uintptr_t)op->dptr = (uint32_t)op->value;
+        break;
+    case OP_WRITE64:
+        if (check_range(op->dptr, 8) != CUDA_SUCCESS)
+            return CUDA_ERROR_INVALID_VALUE;
+        *(volatile uint64_t *)(uintptr_t)op->dptr = op->value;
+        break;
+    case OP_MEMSET8:
+        if (check_range(op->dptr, op->n) != CUDA_SUCCESS)
+            return CUDA_ERROR_ILLEGAL_ADDRESS;
+        memset((void *)(uintptr_t)op->dptr, (int)(uint8_t)op->value, op->n);
+        break;
+    case OP_MEMSET32:
+        if (check_range(op->dptr, 4 * op->n) != CUDA_SUCCESS)
+            return CUDA_ERROR_ILLEGAL_ADDRESS;
+        for (size_t i = 0; i < op->n; i++)
+            ((uint32_t *)(uintptr_t)op->dptr)[i] = (uint32_t)op->value;
+        break;
+    case OP_HTOD:
+        if (check_range(op->dptr, op->n) != CUDA_SUCCESS)
+            return CUDA_ERROR_ILLEGAL_ADDRESS;
+        memcpy((void *)(uintptr_t)op->dptr, op->host, op->n);
+        break;
+    case OP_DTOH:
+        if (check_range(op->dptr, op->n) != CUDA_SUCCESS)
+            return CUDA_ERROR_ILLEGAL_ADDRESS;
+        memcpy(op->host, (const void *)(uintptr_t)op->dptr, op->n);
+        break;
+    }
+    __atomic_add_fetch(&stream_ops, 1, __ATOMIC_RELAXED);
+    return rc;
+}
+
+static CUresult run_ops(op_t *const *ops, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        CUresult rc = run_op(ops[i]);
+        if (rc != CUDA_SUCCESS)
+            return rc;
+    }
+    return CUDA_SUCCESS;
+}
+
+/* Submits work to a stream: a capturing stream records a copy of it, the legacy stream checks the
+ * blocking captures, and otherwise the work runs at once. */
+static CUresult submit(CUstream s, int per_thread, const op_t *op)
+{
+    double_stream_t *st;
     CUresult rc;
 
-    NEED_INIT();
+    pthread_mutex_lock(&lock);
+    rc = resolve_locked(s, per_thread, &st);
+    if (rc == CUDA_SUCCESS && st == NULL)
+        rc = legacy_use_locked(ctx_device(current()), 1);
+    if (rc == CUDA_SUCCESS && st != NULL && st->cap != NULL) {
+        if (st->cap->invalidated) {
+            rc = CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
+        } else {
+            op_t *rec = op_clone(op);
+            rc = rec == NULL ? CUDA_ERROR_OUT_OF_MEMORY : graph_append_locked(st->cap->graph, rec);
+            if (rc != CUDA_SUCCESS)
+                op_free(rec);
+        }
+        pthread_mutex_unlock(&lock);
+        return rc;
+    }
+    pthread_mutex_unlock(&lock);
+    return rc == CUDA_SUCCESS ? run_op(op) : rc;
+}
+
+static CUresult stream_device_check(CUstream s, int per_thread, int device)
+{
+    double_stream_t *st;
+    CUresult rc;
+
+    pthread_mutex_lock(&lock);
+    rc = resolve_locked(s, per_thread, &st);
+    if (rc == CUDA_SUCCESS && stream_device_of(st) != device)
+        rc = CUDA_ERROR_INVALID_HANDLE;
+    pthread_mutex_unlock(&lock);
+    return rc;
+}
+
+static CUresult launch_kernel(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
+                              unsigned by, unsigned bz, CUstream s, void **params, void **extra,
+                              int per_thread)
+{
+    const double_function_t *fn = (const double_function_t *)f;
+    op_t op;
+    CUresult rc;
+
     if (current() == NULL)
         return CUDA_ERROR_INVALID_CONTEXT;
     if (fn == NULL || params == NULL || params[0] == NULL || extra != NULL)
         return CUDA_ERROR_INVALID_VALUE;
     if (gx == 0 || bx == 0 || bx > 1024 || gy != 1 || gz != 1 || by != 1 || bz != 1)
         return CUDA_ERROR_INVALID_VALUE;
-    if (fn->device != ctx_device(current()) || stream_device(s) != fn->device)
+    if (fn->device != ctx_device(current()))
         return CUDA_ERROR_INVALID_HANDLE;
-    rc = check_kernel_memory(fn, params[0]);
+    if ((rc = stream_device_check(s, per_thread, fn->device)) != CUDA_SUCCESS)
+        return rc;
+    memset(&op, 0, sizeof(op));
+    op.kind = OP_KERNEL;
+    op.fn = fn;
+    op.grid = gx;
+    op.block = bx;
+    op.params = params[0]; /* borrowed: submit() copies it when it records the launch */
+    rc = submit(s, per_thread, &op);
+    return rc;
+}
+
+EXPORT CUresult cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
+                               unsigned by, unsigned bz, unsigned shmem, CUstream s,
+                               void **params, void **extra)
+{
+    NEED_INIT();
+    return launch_kernel(f, gx, gy, gz, bx, by, bz, s, params, extra, 0);
+}
+
+EXPORT CUresult cuLaunchKernel_ptsz(CUfunction f, unsigned gx, unsigned gy, unsigned gz,
+                                    unsigned bx, unsigned by, unsigned bz, unsigned shmem,
+                                    CUstream s, void **params, void **extra)
+{
+    NEED_INIT();
+    return launch_kernel(f, gx, gy, gz, bx, by, bz, s, params, extra, 1);
+}
+
+/* ------------------------------------------------------------------ stream memory operations,
+ * async copies, memsets */
+
+static CUresult write_value(CUstream s, CUdeviceptr addr, uint64_t value, unsigned flags, int wide,
+                            int per_thread)
+{
+    op_t op;
+
+    if (current() == NULL)
+        return CUDA_ERROR_INVALID_CONTEXT;
+    if ((flags & ~(unsigned)CU_STREAM_WRITE_VALUE_NO_MEMORY_BARRIER) != 0 || (addr & (wide ? 7u : 3u)) != 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    memset(&op, 0, sizeof(op));
+    op.kind = wide ? OP_WRITE64 : OP_WRITE32;
+    op.dptr = addr;
+    op.value = value;
+    /* The address must be device memory: checked when the write runs (at once, or at each launch
+     * of a graph that holds it; the real driver accepts any address into a capture). */
+    return submit(s, per_thread, &op);
+}
+
+EXPORT CUresult cuStreamWriteValue64_v2(CUstream s, CUdeviceptr addr, cuuint64_t value, unsigned int flags)
+{
+    NEED_INIT();
+    return write_value(s, addr, value, flags, 1, 0);
+}
+
+EXPORT CUresult cuStreamWriteValue64_v2_ptsz(CUstream s, CUdeviceptr addr, cuuint64_t value, unsigned int flags)
+{
+    NEED_INIT();
+    return write_value(s, addr, value, flags, 1, 1);
+}
+
+EXPORT CUresult cuStreamWriteValue32_v2(CUstream s, CUdeviceptr addr, cuuint32_t value, unsigned int flags)
+{
+    NEED_INIT();
+    return write_value(s, addr, value, flags, 0, 0);
+}
+
+EXPORT CUresult cuStreamWriteValue32_v2_ptsz(CUstream s, CUdeviceptr addr, cuuint32_t value, unsigned int flags)
+{
+    NEED_INIT();
+    return write_value(s, addr, value, flags, 0, 1);
+}
+
+static CUresult memcpy_async(op_kind_t kind, CUdeviceptr d, void *h, size_t n, CUstream s, int per_thread)
+{
+    op_t op;
+
+    if (current() == NULL)
+        return CUDA_ERROR_INVALID_CONTEXT;
+    if (h == NULL || check_range(d, n) != CUDA_SUCCESS)
+        return CUDA_ERROR_INVALID_VALUE;
+    memset(&op, 0, sizeof(op));
+    op.kind = kind;
+    op.dptr = d;
+    op.host = h;
+    op.n = n;
+    return submit(s, per_thread, &op);
+}
+
+EXPORT CUresult cuMemcpyHtoDAsync_v2(CUdeviceptr dst, const void *src, size_t n, CUstream s)
+{
+    NEED_INIT();
+    return memcpy_async(OP_HTOD, dst, (void *)(uintptr_t)src, n, s, 0);
+}
+
+EXPORT CUresult cuMemcpyHtoDAsync_v2_ptsz(CUdeviceptr dst, const void *src, size_t n, CUstream s)
+{
+    NEED_INIT();
+    return memcpy_async(OP_HTOD, dst, (void *)(uintptr_t)src, n, s, 1);
+}
+
+EXPORT CUresult cuMemcpyDtoHAsync_v2(void *dst, CUdeviceptr src, size_t n, CUstream s)
+{
+    NEED_INIT();
+    return memcpy_async(OP_DTOH, src, dst, n, s, 0);
+}
+
+EXPORT CUresult cuMemcpyDtoHAsync_v2_ptsz(void *dst, CUdeviceptr src, size_t n, CUstream s)
+{
+    NEED_INIT();
+    return memcpy_async(OP_DTOH, src, dst, n, s, 1);
+}
+
+EXPORT CUresult cuMemsetD8_v2(CUdeviceptr dst, unsigned char uc, size_t n)
+{
+    op_t op;
+    CUresult rc;
+
+    NEED_INIT();
+    if (current() == NULL)
+        return CUDA_ERROR_INVALID_CONTEXT;
+    if ((rc = sync_op_allowed()) != CUDA_SUCCESS)
+        return rc;
+    if (check_range(dst, n) != CUDA_SUCCESS)
+        return CUDA_ERROR_INVALID_VALUE;
+    memset(&op, 0, sizeof(op));
+    op.kind = OP_MEMSET8;
+    op.dptr = dst;
+    op.value = uc;
+    op.n = n;
+    return run_op(&op);
+}
+
+static CUresult memset32_async(CUdeviceptr dst, unsigned ui, size_t n, CUstream s, int per_thread)
+{
+    op_t op;
+
+    if (current() == NULL)
+        return CUDA_ERROR_INVALID_CONTEXT;
+    if ((dst & 3u) != 0 || n > SIZE_MAX / 4 || check_range(dst, 4 * n) != CUDA_SUCCESS)
+        return CUDA_ERROR_INVALID_VALUE;
+    memset(&op, 0, sizeof(op));
+    op.kind = OP_MEMSET32;
+    op.dptr = dst;
+    op.value = ui;
+    op.n = n;
+    return submit(s, per_thread, &op);
+}
+
+EXPORT CUresult cuMemsetD32Async(CUdeviceptr dst, unsigned int ui, size_t n, CUstream s)
+{
+    NEED_INIT();
+    return memset32_async(dst, ui, n, s, 0);
+}
+
+EXPORT CUresult cuMemsetD32Async_ptsz(CUdeviceptr dst, unsigned int ui, size_t n, CUstream s)
+{
+    NEED_INIT();
+    return memset32_async(dst, ui, n, s, 1);
+}
+
+/* ------------------------------------------------------------------ stream capture */
+
+EXPORT CUresult cuThreadExchangeStreamCaptureMode(CUstreamCaptureMode *mode)
+{
+    CUstreamCaptureMode old;
+
+    NEED_INIT();
+    if (mode == NULL || (unsigned)*mode > CU_STREAM_CAPTURE_MODE_RELAXED)
+        return CUDA_ERROR_INVALID_VALUE;
+    old = thread_mode;
+    thread_mode = *mode;
+    *mode = old;
+    return CUDA_SUCCESS;
+}
+
+static CUresult begin_capture(CUstream s, CUstreamCaptureMode mode, int per_thread)
+{
+    double_stream_t *st;
+    double_capture_t *cap;
+    CUresult rc;
+
+    if ((unsigned)mode > CU_STREAM_CAPTURE_MODE_RELAXED)
+        return CUDA_ERROR_INVALID_VALUE;
+    pthread_mutex_lock(&lock);
+    rc = resolve_locked(s, per_thread, &st);
+    if (rc == CUDA_SUCCESS && st == NULL)
+        rc = CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+    if (rc == CUDA_SUCCESS && st->cap != NULL)
+        rc = CUDA_ERROR_ILLEGAL_STATE;
+    if (rc == CUDA_SUCCESS && st->device < 0)
+        rc = CUDA_ERROR_INVALID_CONTEXT;
+    if (rc == CUDA_SUCCESS) {
+        cap = calloc(1, sizeof(*cap));
+        if (cap == NULL || (cap->graph = graph_new_locked()) == NULL) {
+            free(cap);
+            rc = CUDA_ERROR_OUT_OF_MEMORY;
+        } else {
+            cap->graph->capturing = 1;
+            cap->id = ++capture_seq;
+            cap->mode = mode;
+            cap->thread = pthread_self();
+            cap->stream = st;
+            cap->next = captures;
+            captures = cap;
+            st->cap = cap;
+        }
+    }
+    pthread_mutex_unlock(&lock);
+    return rc;
+}
+
+EXPORT CUresult cuStreamBeginCapture_v2(CUstream s, CUstreamCaptureMode mode)
+{
+    NEED_INIT();
+    return begin_capture(s, mode, 0);
+}
+
+EXPORT CUresult cuStreamBeginCapture_v2_ptsz(CUstream s, CUstreamCaptureMode mode)
+{
+    NEED_INIT();
+    return begin_capture(s, mode, 1);
+}
+
+/* The 1-argument forms of CUDA 10.0, before capture modes: they capture RELAXED. */
+EXPORT CUresult cuStreamBeginCapture(CUstream s)
+{
+    NEED_INIT();
+    return begin_capture(s, CU_STREAM_CAPTURE_MODE_RELAXED, 0);
+}
+
+EXPORT CUresult cuStreamBeginCapture_ptsz(CUstream s)
+{
+    NEED_INIT();
+    return begin_capture(s, CU_STREAM_CAPTURE_MODE_RELAXED, 1);
+}
+
+static CUresult end_capture(CUstream s, CUgraph *out, int per_thread)
+{
+    double_stream_t *st;
+    double_capture_t *cap;
+    CUresult rc;
+
+    if (out != NULL)
+        *out = NULL;
+    pthread_mutex_lock(&lock);
+    rc = resolve_locked(s, per_thread, &st);
+    if (rc == CUDA_SUCCESS && (st == NULL || st->cap == NULL))
+        rc = CUDA_ERROR_ILLEGAL_STATE;
+    if (rc != CUDA_SUCCESS) {
+        pthread_mutex_unlock(&lock);
+        return rc;
+    }
+    /* The capture ends whatever the outcome; its graph goes to the caller only on success. */
+    cap = st->cap;
+    capture_unlink_locked(cap);
+    if (cap->mode != CU_STREAM_CAPTURE_MODE_RELAXED && !pthread_equal(cap->thread, pthread_self()))
+        rc = CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD;
+    else if (cap->invalidated)
+        rc = CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
+    if (rc != CUDA_SUCCESS || out == NULL) {
+        graph_free_locked(cap->graph);
+    } else {
+        cap->graph->capturing = 0;
+        *out = (CUgraph)cap->graph;
+    }
+    pthread_mutex_unlock(&lock);
+    free(cap);
+    return rc;
+}
+
+EXPORT CUresult cuStreamEndCapture(CUstream s, CUgraph *out)
+{
+    NEED_INIT();
+    return end_capture(s, out, 0);
+}
+
+EXPORT CUresult cuStreamEndCapture_ptsz(CUstream s, CUgraph *out)
+{
+    NEED_INIT();
+    return end_capture(s, out, 1);
+}
+
+static CUresult capture_info(CUstream s, int per_thread, CUstreamCaptureStatus *status,
+                             cuuint64_t *id, CUgraph *graph, const CUgraphNode **deps,
+                             const CUgraphEdgeData **edges, size_t *ndeps)
+{
+    double_stream_t *st;
+    CUresult rc;
+
+    if (status == NULL)
+        return CUDA_ERROR_INVALID_VALUE;
+    pthread_mutex_lock(&lock);
+    rc = resolve_locked(s, per_thread, &st);
+    if (rc == CUDA_SUCCESS && st == NULL) {
+        rc = legacy_use_locked(ctx_device(current()), 0);
+        if (rc == CUDA_SUCCESS)
+            *status = CU_STREAM_CAPTURE_STATUS_NONE;
+    } else if (rc == CUDA_SUCCESS && st->cap == NULL) {
+        *status = CU_STREAM_CAPTURE_STATUS_NONE;
+    } else if (rc == CUDA_SUCCESS) {
+        double_capture_t *cap = st->cap;
+        double_graph_t *g = cap->graph;
+
+        *status = cap->invalidated ? CU_STREAM_CAPTURE_STATUS_INVALIDATED : CU_STREAM_CAPTURE_STATUS_ACTIVE;
+        if (id != NULL)
+            *id = cap->id;
+        if (!cap->invalidated) {
+            /* linear graphs: the next node depends on the last one */
+            if (graph != NULL)
+                *graph = (CUgraph)g;
+            if (deps != NULL)
+                *deps = g->n > 0 ? (const CUgraphNode *)&g->ops[g->n - 1] : NULL;
+            if (edges != NULL)
+                *edges = NULL;
+            if (ndeps != NULL)
+                *ndeps = g->n > 0 ? 1 : 0;
+        }
+    }
+    pthread_mutex_unlock(&lock);
+    return rc;
+}
+
+EXPORT CUresult cuStreamIsCapturing(CUstream s, CUstreamCaptureStatus *status)
+{
+    NEED_INIT();
+    return capture_info(s, 0, status, NULL, NULL, NULL, NULL, NULL);
+}
+
+EXPORT CUresult cuStreamIsCapturing_ptsz(CUstream s, CUstreamCaptureStatus *status)
+{
+    NEED_INIT();
+    return capture_info(s, 1, status, NULL, NULL, NULL, NULL, NULL);
+}
+
+EXPORT CUresult cuStreamGetCaptureInfo(CUstream s, CUstreamCaptureStatus *status, cuuint64_t *id)
+{
+    NEED_INIT();
+    return capture_info(s, 0, status, id, NULL, NULL, NULL, NULL);
+}
+
+EXPORT CUresult cuStreamGetCaptureInfo_ptsz(CUstream s, CUstreamCaptureStatus *status, cuuint64_t *id)
+{
+    NEED_INIT();
+    return capture_info(s, 1, status, id, NULL, NULL, NULL, NULL);
+}
+
+EXPORT CUresult cuStreamGetCaptureInfo_v2(CUstream s, CUstreamCaptureStatus *status, cuuint64_t *id,
+                                          CUgraph *graph, const CUgraphNode **deps, size_t *ndeps)
+{
+    NEED_INIT();
+    return capture_info(s, 0, status, id, graph, deps, NULL, ndeps);
+}
+
+EXPORT CUresult cuStreamGetCaptureInfo_v2_ptsz(CUstream s, CUstreamCaptureStatus *status,
+                                               cuuint64_t *id, CUgraph *graph,
+                                               const CUgraphNode **deps, size_t *ndeps)
+{
+    NEED_INIT();
+    return capture_info(s, 1, status, id, graph, deps, NULL, ndeps);
+}
+
+EXPORT CUresult cuStreamGetCaptureInfo_v3(CUstream s, CUstreamCaptureStatus *status, cuuint64_t *id,
+                                          CUgraph *graph, const CUgraphNode **deps,
+                                          const CUgraphEdgeData **edges, size_t *ndeps)
+{
+    NEED_INIT();
+    if (edges != NULL && deps == NULL)
+        return CUDA_ERROR_INVALID_VALUE;
+    return capture_info(s, 0, status, id, graph, deps, edges, ndeps);
+}
+
+EXPORT CUresult cuStreamGetCaptureInfo_v3_ptsz(CUstream s, CUstreamCaptureStatus *status,
+                                               cuuint64_t *id, CUgraph *graph,
+                                               const CUgraphNode **deps,
+                                               const CUgraphEdgeData **edges, size_t *ndeps)
+{
+    NEED_INIT();
+    if (edges != NULL && deps == NULL)
+        return CUDA_ERROR_INVALID_VALUE;
+    return capture_info(s, 1, status, id, graph, deps, edges, ndeps);
+}
+
+/* ------------------------------------------------------------------ graphs */
+
+EXPORT CUresult cuGraphCreate(CUgraph *out, unsigned int flags)
+{
+    double_graph_t *g;
+
+    NEED_INIT();
+    if (out == NULL || flags != 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    pthread_mutex_lock(&lock);
+    g = graph_new_locked();
+    pthread_mutex_unlock(&lock);
+    if (g == NULL)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    *out = (CUgraph)g;
+    return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuGraphDestroy(CUgraph graph)
+{
+    CUresult rc = CUDA_SUCCESS;
+
+    NEED_INIT();
+    pthread_mutex_lock(&lock);
+    if (!graph_live_locked(graph) || ((double_graph_t *)graph)->capturing)
+        rc = CUDA_ERROR_INVALID_VALUE;
+    else
+        graph_free_locked((double_graph_t *)graph);
+    pthread_mutex_unlock(&lock);
+    return rc;
+}
+
+EXPORT CUresult cuGraphClone(CUgraph *out, CUgraph orig)
+{
+    double_graph_t *src = (double_graph_t *)orig, *g;
+    CUresult rc = CUDA_SUCCESS;
+
+    NEED_INIT();
+    if (out == NULL)
+        return CUDA_ERROR_INVALID_VALUE;
+    pthread_mutex_lock(&lock);
+    if (!graph_live_locked(orig)) {
+        rc = CUDA_ERROR_INVALID_VALUE;
+    } else if ((g = graph_new_locked()) == NULL) {
+        rc = CUDA_ERROR_OUT_OF_MEMORY;
+    } else {
+        g->ops = ops_clone(src->ops, src->n);
+        if (g->ops == NULL) {
+            graph_free_locked(g);
+            rc = CUDA_ERROR_OUT_OF_MEMORY;
+        } else {
+            g->n = g->cap = src->n;
+            *out = (CUgraph)g;
+        }
+    }
+    pthread_mutex_unlock(&lock);
+    return rc;
+}
+
+EXPORT CUresult cuGraphGetNodes(CUgraph graph, CUgraphNode *nodes, size_t *count)
+{
+    double_graph_t *g = (double_graph_t *)graph;
+    CUresult rc = CUDA_SUCCESS;
+
+    NEED_INIT();
+    if (count == NULL)
+        return CUDA_ERROR_INVALID_VALUE;
+    pthread_mutex_lock(&lock);
+    if (!graph_live_locked(graph)) {
+        rc = CUDA_ERROR_INVALID_VALUE;
+    } else if (nodes == NULL) {
+        *count = g->n;
+    } else {
+        size_t i;
+        for (i = 0; i < *count; i++)
+            nodes[i] = i < g->n ? (CUgraphNode)g->ops[i] : NULL;
+        if (*count > g->n)
+            *count = g->n;
+    }
+    pthread_mutex_unlock(&lock);
+    return rc;
+}
+
+/* Nodes added with cuGraphAddKernelNode depend on nothing but their place in the list: the
+ * double's graphs run in insertion order. */
+EXPORT CUresult cuGraphAddKernelNode_v2(CUgraphNode *node, CUgraph graph, const CUgraphNode *deps,
+                                        size_t ndeps, const CUDA_KERNEL_NODE_PARAMS *p)
+{
+    const double_function_t *fn;
+    op_t *op;
+    CUresult rc = CUDA_SUCCESS;
+
+    NEED_INIT();
+    if (node == NULL || p == NULL || (ndeps > 0 && deps == NULL))
+        return CUDA_ERROR_INVALID_VALUE;
+    fn = (const double_function_t *)p->func;
+    if (fn == NULL || p->kernelParams == NULL || p->kernelParams[0] == NULL || p->extra != NULL ||
+        p->gridDimX == 0 || p->blockDimX == 0 || p->blockDimX > 1024 || p->gridDimY != 1 ||
+        p->gridDimZ != 1 || p->blockDimY != 1 || p->blockDimZ != 1)
+        return CUDA_ERROR_INVALID_VALUE;
+    op = calloc(1, sizeof(*op));
+    if (op == NULL || (op->params = malloc(fn->params_size)) == NULL) {
+        free(op);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    op->kind = OP_KERNEL;
+    op->fn = fn;
+    op->grid = p->gridDimX;
+    op->block = p->blockDimX;
+    memcpy(op->params, p->kernelParams[0], fn->params_size);
+    pthread_mutex_lock(&lock);
+    if (!graph_live_locked(graph))
+        rc = CUDA_ERROR_INVALID_VALUE;
+    else
+        rc = graph_append_locked((double_graph_t *)graph, op);
+    pthread_mutex_unlock(&lock);
+    if (rc != CUDA_SUCCESS)
+        op_free(op);
+    else
+        *node = (CUgraphNode)op;
+    return rc;
+}
+
+#define INSTANTIATE_FLAGS                                                                   \
+    (CUDA_GRAPH_INSTANTIATE_FLAG_AUTO_FREE_ON_LAUNCH | CUDA_GRAPH_INSTANTIATE_FLAG_UPLOAD |  \
+     CUDA_GRAPH_INSTANTIATE_FLAG_DEVICE_LAUNCH | CUDA_GRAPH_INSTANTIATE_FLAG_USE_NODE_PRIORITY)
+
+static CUresult instantiate(CUgraphExec *out, CUgraph graph, unsigned long long flags)
+{
+    double_graph_t *g = (double_graph_t *)graph;
+    double_exec_t *e;
+    CUresult rc = CUDA_SUCCESS;
+
+    if (out == NULL || (flags & ~(unsigned long long)INSTANTIATE_FLAGS) != 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (current() == NULL)
+        return CUDA_ERROR_INVALID_CONTEXT;
+    pthread_mutex_lock(&lock);
+    if (!graph_live_locked(graph)) {
+        rc = CUDA_ERROR_INVALID_VALUE;
+    } else if ((e = calloc(1, sizeof(*e))) == NULL) {
+        rc = CUDA_ERROR_OUT_OF_MEMORY;
+    } else if ((e->ops = ops_clone(g->ops, g->n)) == NULL) { /* a snapshot */
+        free(e);
+        rc = CUDA_ERROR_OUT_OF_MEMORY;
+    } else {
+        e->n = g->n;
+        e->next = execs;
+        execs = e;
+        *out = (CUgraphExec)e;
+    }
+    pthread_mutex_unlock(&lock);
+    return rc;
+}
+
+EXPORT CUresult cuGraphInstantiateWithFlags(CUgraphExec *out, CUgraph graph, unsigned long long flags)
+{
+    NEED_INIT();
+    return instantiate(out, graph, flags);
+}
+
+static CUresult instantiate_with_params(CUgraphExec *out, CUgraph graph, CUDA_GRAPH_INSTANTIATE_PARAMS *p)
+{
+    CUresult rc;
+
+    if (p == NULL)
+        return CUDA_ERROR_INVALID_VALUE;
+    rc = instantiate(out, graph, p->flags);
+    p->hErrNode_out = NULL;
+    p->result_out = rc == CUDA_SUCCESS ? CUDA_GRAPH_INSTANTIATE_SUCCESS : CUDA_GRAPH_INSTANTIATE_ERROR;
+    return rc;
+}
+
+EXPORT CUresult cuGraphInstantiateWithParams(CUgraphExec *out, CUgraph graph, CUDA_GRAPH_INSTANTIATE_PARAMS *p)
+{
+    NEED_INIT();
+    return instantiate_with_params(out, graph, p);
+}
+
+EXPORT CUresult cuGraphInstantiateWithParams_ptsz(CUgraphExec *out, CUgraph graph,
+                                                  CUDA_GRAPH_INSTANTIATE_PARAMS *p)
+{
+    NEED_INIT();
+    return instantiate_with_params(out, graph, p);
+}
+
+/* The 5-argument forms (CUDA 10 to 11), which cuda.h now maps cuGraphInstantiate away from. */
+static CUresult instantiate_v1(CUgraphExec *out, CUgraph graph, CUgraphNode *err_node, char *log, size_t log_size)
+{
+    CUresult rc = instantiate(out, graph, 0);
+
+    if (log != NULL && log_size > 0)
+        log[0] = '\0';
+    if (rc != CUDA_SUCCESS && err_node != NULL)
+        *err_node = NULL;
+    return rc;
+}
+
+EXPORT CUresult cuGraphInstantiate(CUgraphExec *out, CUgraph graph, CUgraphNode *err_node, char *log,
+                                   size_t log_size)
+{
+    NEED_INIT();
+    return instantiate_v1(out, graph, err_node, log, log_size);
+}
+
+EXPORT CUresult cuGraphInstantiate_v2(CUgraphExec *out, CUgraph graph, CUgraphNode *err_node, char *log,
+                                      size_t log_size)
+{
+    NEED_INIT();
+    return instantiate_v1(out, graph, err_node, log, log_size);
+}
+
+EXPORT CUresult cuGraphExecDestroy(CUgraphExec exec)
+{
+    double_exec_t **pp, *e = NULL;
+
+    NEED_INIT();
+    pthread_mutex_lock(&lock);
+    for (pp = &execs; *pp != NULL; pp = &(*pp)->next)
+        if (*pp == (double_exec_t *)exec) {
+            e = *pp;
+            *pp = e->next;
+            break;
+        }
+    pthread_mutex_unlock(&lock);
+    if (e == NULL)
+        return CUDA_ERROR_INVALID_VALUE;
+    for (size_t i = 0; i < e->n; i++)
+        op_free(e->ops[i]);
+    free(e->ops);
+    free(e);
+    return CUDA_SUCCESS;
+}
+
+/* Runs an executable's nodes in order. The real driver refuses to launch a graph into a capture
+ * (CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED, capture invalidated), and refuses a launch whose stream
+ * memory operations name memory that is not the device's (CUDA_ERROR_INVALID_VALUE, nothing
+ * runs). */
+static CUresult graph_launch(CUgraphExec exec, CUstream s, int per_thread)
+{
+    double_exec_t *e = (double_exec_t *)exec;
+    double_stream_t *st;
+    CUresult rc;
+
+    if (current() == NULL)
+        return CUDA_ERROR_INVALID_CONTEXT;
+    pthread_mutex_lock(&lock);
+    rc = exec_live_locked(exec) ? resolve_locked(s, per_thread, &st) : CUDA_ERROR_INVALID_VALUE;
+    if (rc == CUDA_SUCCESS && st == NULL)
+        rc = legacy_use_locked(ctx_device(current()), 1);
+    if (rc == CUDA_SUCCESS && st != NULL && st->cap != NULL) {
+        rc = st->cap->invalidated ? CUDA_ERROR_STREAM_CAPTURE_INVALIDATED
+                                  : CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+        st->cap->invalidated = 1;
+    }
+    for (size_t i = 0; rc == CUDA_SUCCESS && i < e->n; i++)
+        if ((e->ops[i]->kind == OP_WRITE32 || e->ops[i]->kind == OP_WRITE64) &&
+            find_alloc((uintptr_t)e->ops[i]->dptr, e->ops[i]->kind == OP_WRITE32 ? 4 : 8) < 0)
+            rc = CUDA_ERROR_INVALID_VALUE;
+    pthread_mutex_unlock(&lock);
     if (rc != CUDA_SUCCESS)
         return rc;
-    nthreads = (uint64_t)gx * bx;
-    for (t = 0; t < nthreads; t++)
-        fn->body(params[0], t, nthreads);
-    __atomic_add_fetch(&launches, 1, __ATOMIC_RELAXED);
-    return CUDA_SUCCESS;
+    return run_ops(e->ops, e->n);
+}
+
+EXPORT CUresult cuGraphLaunch(CUgraphExec exec, CUstream s)
+{
+    NEED_INIT();
+    return graph_launch(exec, s, 0);
+}
+
+EXPORT CUresult cuGraphLaunch_ptsz(CUgraphExec exec, CUstream s)
+{
+    NEED_INIT();
+    return graph_launch(exec, s, 1);
+}
+
+static CUresult graph_upload(CUgraphExec exec, CUstream s, int per_thread)
+{
+    double_stream_t *st;
+    CUresult rc;
+
+    pthread_mutex_lock(&lock);
+    rc = exec_live_locked(exec) ? resolve_locked(s, per_thread, &st) : CUDA_ERROR_INVALID_VALUE;
+    pthread_mutex_unlock(&lock);
+    return rc;
+}
+
+EXPORT CUresult cuGraphUpload(CUgraphExec exec, CUstream s)
+{
+    NEED_INIT();
+    return graph_upload(exec, s, 0);
+}
+
+EXPORT CUresult cuGraphUpload_ptsz(CUgraphExec exec, CUstream s)
+{
+    NEED_INIT();
+    return graph_upload(exec, s, 1);
 }
