@@ -194,6 +194,36 @@ RECAP_API recap_status_t recap_graph_launch(recap_graph_exec_t exec, recap_strea
 RECAP_API recap_status_t recap_graph_destroy(recap_graph_t graph);
 RECAP_API recap_status_t recap_graph_exec_destroy(recap_graph_exec_t exec);
 
+/* ---------------------------------------------------------------- interception front ends */
+
+/*
+ * How recap learns of the host's captures without the host's help: LD_PRELOAD=librecap.so
+ * (interposed runtime and driver graph entry points, plus dlsym/cuGetProcAddress so statically
+ * linked cudart is seen too), a CUPTI callback subscriber installed by a host that dlopens recap,
+ * or CUDA_INJECTION64_PATH=librecap.so. Exactly one reports events. RECAP_HOOKS=auto (default),
+ * preload, cupti or off chooses; RECAP_LOG=warn|info|debug logs to stderr. RECAP_REPORT=FILE
+ * writes what recap saw (JSON: front end, captures, graphs, launches, states primed) at exit.
+ */
+typedef enum recap_hooks {
+    RECAP_HOOKS_NONE = 0,
+    RECAP_HOOKS_PRELOAD = 1,
+    RECAP_HOOKS_CUPTI = 2,
+    RECAP_HOOKS_INJECTION = 3
+} recap_hooks_t;
+
+/* The front end reporting this process's captures (RECAP_HOOKS_NONE: explicit mode). */
+RECAP_API recap_status_t recap_hooks_active(recap_hooks_t *hooks_p);
+/* Subscribes to CUPTI with only the callback ids recap needs. RECAP_OK and nothing done when
+ * another recap front end is already active; RECAP_ERR_BUSY when another subscriber (a profiler)
+ * holds CUPTI; RECAP_ERR_UNSUPPORTED when CUPTI cannot be loaded. On error recap keeps working
+ * in explicit mode (hosts report captures or call recap_capture_prime). */
+RECAP_API recap_status_t recap_hooks_install_cupti(void);
+RECAP_API recap_status_t recap_hooks_uninstall_cupti(void);
+/* Whether CUPTI could be subscribed now: 1 free, 0 held (by another subscriber or by recap). */
+RECAP_API recap_status_t recap_cupti_is_free(int *free_p);
+/* A short name for a front end ("preload", "cupti", "injection", "none"). */
+RECAP_API const char *recap_hooks_name(recap_hooks_t hooks);
+
 /* ---------------------------------------------------------------- RNG state tracker */
 
 /*
@@ -349,6 +379,354 @@ RECAP_API recap_status_t recap_snapshot_serialize(recap_snapshot_h snap, void *b
  * RECAP_ERR_CORRUPT for damaged or truncated data (bad magic, length, checksum, names, offsets
  * not multiples of 4), and snap is left unchanged on any error. Restore it to apply it. */
 RECAP_API recap_status_t recap_snapshot_deserialize(const void *buf, size_t len, recap_snapshot_h snap);
+
+/* ---------------------------------------------------------------- diagnostics (recap-probe) */
+
+/*
+ * The checks behind the recap-probe tool: what this process's CUDA stack does with graph capture
+ * and RNG (driver and runtime versions, devices, the interception front end, registration,
+ * capture modes, the captured-event hazard, graph features, a Philox self-test against
+ * Random123, the device and cuRAND, and a captured-graph replay test). Checks that need a GPU
+ * report RECAP_PROBE_NA without a driver or device; the host checks always run. They create
+ * their own streams, graphs and generators on device 0 and leave nothing behind, but begin
+ * captures (global mode included) and may load libcudart and libcurand: run them from a tool or
+ * at start-up, not while the process captures graphs.
+ */
+typedef enum recap_probe_status {
+    RECAP_PROBE_PASS = 0,
+    RECAP_PROBE_FAIL = 1,
+    RECAP_PROBE_NA = 2 /* not applicable here (no driver, device, library or entry point) */
+} recap_probe_status_t;
+
+typedef struct recap_probe_result {
+    const char *name;   /* the check's name */
+    recap_probe_status_t status;
+    const char *detail; /* what was found and how; on failure, why */
+} recap_probe_result_t;
+
+typedef struct recap_probe_check_info {
+    const char *name;
+    const char *summary; /* one line: what the check probes */
+} recap_probe_check_info_t;
+
+/* The checks, in the order recap_probe_run runs them (a static table). */
+RECAP_API recap_status_t recap_probe_checks(const recap_probe_check_info_t **checks_p,
+                                            size_t *count_p);
+/* Runs the checks named in `only` (comma-separated; NULL or "" for all), each once, in table
+ * order. RECAP_ERR_NOT_FOUND, running nothing, when a name is unknown. *results_p is one
+ * allocation holding the results and their text: release it with recap_probe_free. */
+RECAP_API recap_status_t recap_probe_run(const char *only, recap_probe_result_t **results_p,
+                                         size_t *count_p);
+RECAP_API recap_status_t recap_probe_free(recap_probe_result_t *results); /* NULL is fine */
+/* Short lower-case text for a result status ("pass", "fail", "na"). */
+RECAP_API const char *recap_probe_status_name(recap_probe_status_t status);
+
+/* ---------------------------------------------------------------- recompute regions */
+
+/*
+ * Activation recomputation (Megatron-Core's checkpoint, CheckpointWithoutOutput and its
+ * manager) through a C ABI. The host's "tensors" are buffers it owns, seen by recap as opaque
+ * handles (recap_buffer_t); recap never reads their contents: everything it needs from the host
+ * (storage, recording mode, gradients' triggers, saved buffers, the recompute context) goes
+ * through a table of host operations. What a region re-runs is a recorded call: a function
+ * pointer, its signature and its argument values, copied at record time. Buffer arguments are
+ * marked by position in the signature: RECAP_TYPE_BUFFER for inputs (stashed through the host's
+ * saved-buffer operations, read back once at rebuild), RECAP_TYPE_BUFFER_OUT for outputs the
+ * function writes (released and rebuilt).
+ *
+ * Random numbers: a region snapshots its tracker's whole RNG state (recap_snapshot_take) before
+ * the first run and restores it for the recompute, so the recompute draws exactly what the first
+ * run drew; the state current before the recompute is restored afterwards. Inside a capture on a
+ * graph-safe tracker the snapshots are capture-relative, so the recompute redraws the forward's
+ * numbers on every replay.
+ *
+ * Thread safety: a region, checkpoint or manager is used from one thread at a time; signatures
+ * are immutable once created and may be shared between threads.
+ */
+
+typedef void *recap_buffer_t;          /* a host buffer (the host's handle, never dereferenced) */
+typedef void (*recap_func_t)(void);    /* any function, cast; its signature says how to call it */
+typedef struct recap_signature *recap_signature_h;
+typedef struct recap_region *recap_region_h;
+typedef struct recap_manager *recap_manager_h;
+typedef struct recap_checkpoint *recap_checkpoint_h;
+
+/* Type codes of a recorded call's arguments and return value. */
+typedef enum recap_type {
+    RECAP_TYPE_VOID = 0,      /* return type only */
+    RECAP_TYPE_INT32 = 1,
+    RECAP_TYPE_INT64 = 2,
+    RECAP_TYPE_UINT32 = 3,
+    RECAP_TYPE_UINT64 = 4,
+    RECAP_TYPE_FLOAT = 5,
+    RECAP_TYPE_DOUBLE = 6,
+    RECAP_TYPE_POINTER = 7,   /* kept as a value: what it points to is not saved */
+    RECAP_TYPE_BUFFER = 8,    /* input buffer; the function receives the host's buffer_arg */
+    RECAP_TYPE_BUFFER_OUT = 9 /* output buffer the function writes; likewise */
+} recap_type_t;
+
+/* Most arguments a recorded call may have. */
+#define RECAP_MAX_ARGS 32
+
+/* An argument or return value; buffers go in `buf`. */
+typedef union recap_value {
+    int32_t i32;
+    int64_t i64;
+    uint32_t u32;
+    uint64_t u64;
+    float f32;
+    double f64;
+    void *ptr;
+    recap_buffer_t buf;
+} recap_value_t;
+
+/* Which run of a region's function the recompute context is entered for. */
+typedef enum recap_pass {
+    RECAP_PASS_FIRST = 0,    /* the forward run */
+    RECAP_PASS_RECOMPUTE = 1 /* the rebuild or backward run */
+} recap_pass_t;
+
+/* A trigger: recap's callback the host calls when a buffer's gradient is being computed. */
+typedef recap_status_t (*recap_trigger_func_t)(void *arg);
+
+/*
+ * What recap needs from the host. `host` (the params' user pointer) is passed to every
+ * operation. Operations report failure with a status (anything but RECAP_OK); recap returns it.
+ * The table must outlive every region, checkpoint and manager using it.
+ */
+typedef struct recap_host_ops {
+    /* What the function receives for a buffer argument (its data pointer, say); fails for a
+     * buffer without storage. NULL: the handle itself. */
+    recap_status_t (*buffer_arg)(void *host, recap_buffer_t buf, void **arg_p);
+    /* Whether the buffer needs a gradient. NULL: every buffer does. */
+    int (*needs_grad)(void *host, recap_buffer_t buf);
+    /* A new buffer like `like` (same size, device, kind), with storage of its own; `like` may
+     * be without storage. Required. */
+    recap_status_t (*alloc_like)(void *host, recap_buffer_t like, recap_buffer_t *buf_p);
+    /* Frees a buffer recap obtained from alloc_like, load or the distribution ops. Required. */
+    recap_status_t (*free_buffer)(void *host, recap_buffer_t buf);
+    /* Frees the buffer's storage; the handle (and views of it) stay valid, without storage.
+     * Required for regions without output. */
+    recap_status_t (*free_storage)(void *host, recap_buffer_t buf);
+    /* Makes dst (and its views) use src's storage, without copying. recap frees src right after
+     * with free_buffer, which must leave the storage dst now uses alone. Required for regions
+     * without output. */
+    recap_status_t (*share_storage)(void *host, recap_buffer_t dst, recap_buffer_t src);
+    /* Whether two buffers use the same storage. NULL: the same handle. */
+    int (*same_storage)(void *host, recap_buffer_t a, recap_buffer_t b);
+    /* Switches recording (autograd) on or off for the calling thread, giving back the previous
+     * setting. NULL: the host does not record. */
+    recap_status_t (*set_recording)(void *host, int enable, int *previous_p);
+    /* Arranges for fn(arg) to be called when buf's gradient is being computed; *handle_p
+     * identifies it for remove_trigger. Required to release with a trigger buffer. */
+    recap_status_t (*add_trigger)(void *host, recap_buffer_t buf, recap_trigger_func_t fn,
+                                  void *arg, void **handle_p);
+    recap_status_t (*remove_trigger)(void *host, void *handle);
+    /* The host's saved-buffer mechanism (its hooks, e.g. offloading, see what recap keeps):
+     * save keeps buf's contents reachable (the caller may free the handle meanwhile), load gives
+     * back a buffer with them, valid until drop. All three or none; none: recap keeps the
+     * handles themselves. */
+    recap_status_t (*save)(void *host, recap_buffer_t buf, void **saved_p);
+    recap_status_t (*load)(void *host, void *saved, recap_buffer_t *buf_p);
+    recap_status_t (*drop)(void *host, void *saved);
+    /* Optional recompute context (e.g. FP8 scaling state), entered around every run of a
+     * region's function with the pass it is: both or none. */
+    recap_status_t (*context_enter)(void *host, recap_pass_t pass, void **ctx_p);
+    recap_status_t (*context_exit)(void *host, void *ctx);
+    /* Optional, for checkpoints with RECAP_CHECKPOINT_DISTRIBUTE: a new buffer holding this
+     * rank's slice of buf across the tensor-parallel group, and a new buffer holding every
+     * rank's slices of `slice` gathered back into the whole (the host knows the shape). */
+    recap_status_t (*distribute)(void *host, recap_buffer_t buf, recap_buffer_t *slice_p);
+    recap_status_t (*all_gather)(void *host, recap_buffer_t slice, recap_buffer_t *full_p);
+} recap_host_ops_t;
+
+enum {
+    /* Release keeps outputs that share storage with an input (retain_input_tensors). */
+    RECAP_REGION_RETAIN_INPUTS = 1u << 0,
+    /* Runs without entering the host's recompute context (it is entered by default). */
+    RECAP_REGION_NO_CONTEXT = 1u << 1,
+    /* Checkpoints: keep only this rank's slice of the first input buffer, all-gathered again
+     * before the recompute (distribute_saved_activations). */
+    RECAP_CHECKPOINT_DISTRIBUTE = 1u << 2
+};
+
+typedef struct recap_region_params {
+    const recap_host_ops_t *ops;
+    void *host;               /* passed to every host operation */
+    /* The tracker whose whole RNG state (recap_snapshot_take) is restored for the recompute;
+     * NULL: random numbers are not managed. */
+    recap_tracker_h tracker;
+    /* Regions without output: the manager the region registers with at creation (or NULL).
+     * Must be NULL for checkpoints. */
+    recap_manager_h manager;
+    uint32_t flags;           /* RECAP_REGION_*, RECAP_CHECKPOINT_* */
+} recap_region_params_t;
+
+/* A call signature: return type and argument types, prepared once for libffi and shareable by
+ * any number of regions (each holds a reference; destroy drops the caller's). Rejected with
+ * RECAP_ERR_INVALID_ARG: unknown type codes, VOID or a buffer as an argument, a buffer as the
+ * return type, more than RECAP_MAX_ARGS arguments. */
+RECAP_API recap_status_t recap_signature_create(recap_type_t ret, const recap_type_t *args,
+                                                size_t nargs, recap_signature_h *sig_p);
+RECAP_API recap_status_t recap_signature_destroy(recap_signature_h sig);
+
+/*
+ * A region without output (CheckpointWithoutOutput). Its lifecycle only moves forward, one step
+ * at a time: NEW -> RECORDED -> RELEASED -> REBUILT -> DONE; any other call is RECAP_ERR_STATE
+ * with a message, and changes nothing. Destroy is allowed in every state.
+ *
+ * When no input buffer needs a gradient the region is a plain call: record runs the function
+ * once (in the recompute context, as a first pass) and keeps nothing; release and rebuild do
+ * nothing and succeed.
+ */
+typedef enum recap_region_state {
+    RECAP_REGION_NEW = 0,
+    RECAP_REGION_RECORDED = 1,
+    RECAP_REGION_RELEASED = 2,
+    RECAP_REGION_REBUILT = 3,
+    RECAP_REGION_DONE = 4
+} recap_region_state_t;
+
+RECAP_API recap_status_t recap_region_create(const recap_region_params_t *params,
+                                             recap_region_h *region_p);
+/* Frees what the region holds in any state: a region released and never rebuilt drops its
+ * stashed inputs here; removes its trigger and leaves its manager. */
+RECAP_API recap_status_t recap_region_destroy(recap_region_h region);
+/* NEW -> RECORDED: snapshots the RNG state, runs fn(args) once without recording (the host's
+ * set_recording) with recap_is_checkpointing true, then stashes the input buffers through the
+ * host's save. The argument values are copied; nargs must equal the signature's count and fn
+ * must not be NULL (RECAP_ERR_INVALID_ARG, nothing run). */
+RECAP_API recap_status_t recap_region_record(recap_region_h region, recap_signature_h sig,
+                                             recap_func_t fn, const recap_value_t *args,
+                                             size_t nargs);
+/* RECORDED -> RELEASED: frees the storage of the output buffers (their handles stay valid);
+ * with RECAP_REGION_RETAIN_INPUTS outputs sharing storage with an input are kept. With a
+ * trigger buffer that needs a gradient, arms a trigger on it that rebuilds the region (NULL: no
+ * trigger; rebuild explicitly). Regions of a manager are released through it. */
+RECAP_API recap_status_t recap_region_release(recap_region_h region, recap_buffer_t trigger);
+/* RELEASED -> REBUILT: reads the stashed inputs back (once), restores the RNG snapshot,
+ * re-runs the function with recording on into new buffers, makes each released output share the
+ * new storage (no copy), and restores the RNG state current before. The trigger calls it; a
+ * trigger firing in any later state does nothing. */
+RECAP_API recap_status_t recap_region_rebuild(recap_region_h region);
+/* REBUILT -> DONE: the host has back-propagated through the outputs; removes the trigger. */
+RECAP_API recap_status_t recap_region_finish(recap_region_h region);
+RECAP_API recap_status_t recap_region_state(recap_region_h region, recap_region_state_t *state_p);
+/* Whether the region is a plain call (no input needed a gradient); RECAP_ERR_STATE before
+ * record. */
+RECAP_API recap_status_t recap_region_is_plain(recap_region_h region, int *plain_p);
+/* The value the function returned in its latest run (zero for VOID). */
+RECAP_API recap_status_t recap_region_return_value(recap_region_h region, recap_value_t *value_p);
+
+/*
+ * A manager (CheckpointWithoutOutputManager) coordinates regions whose outputs feed each other:
+ * one call releases all of them and arms one trigger that rebuilds them in the order they were
+ * added (forward order). Its regions use its ops and host. After a rebuild the manager is empty
+ * and collects the next regions.
+ */
+RECAP_API recap_status_t recap_manager_create(const recap_host_ops_t *ops, void *host,
+                                              recap_manager_h *mgr_p);
+/* Regions still registered are let go (they stay valid). */
+RECAP_API recap_status_t recap_manager_destroy(recap_manager_h mgr);
+/* Registers a region (regions created with params.manager are registered already). Rejected:
+ * NULL (RECAP_ERR_INVALID_ARG), a region of this manager (RECAP_ERR_EXISTS) or another one, or
+ * of another host (RECAP_ERR_INVALID_ARG), a region already released or a manager awaiting its
+ * rebuild (RECAP_ERR_STATE). */
+RECAP_API recap_status_t recap_manager_add(recap_manager_h mgr, recap_region_h region);
+RECAP_API recap_status_t recap_manager_count(recap_manager_h mgr, size_t *count_p);
+/* Releases every region (all must be RECORDED, else RECAP_ERR_STATE and nothing is released)
+ * and, with a trigger buffer that needs a gradient, arms one trigger that calls
+ * recap_manager_rebuild. */
+RECAP_API recap_status_t recap_manager_release(recap_manager_h mgr, recap_buffer_t trigger);
+/* Rebuilds every region in forward order (RECAP_ERR_STATE unless released); on an error the
+ * regions rebuilt so far stay rebuilt and a second call carries on with the rest. */
+RECAP_API recap_status_t recap_manager_rebuild(recap_manager_h mgr);
+
+/*
+ * Full recompute (checkpoint): snapshots the RNG state, runs fn(args) without recording and
+ * keeps the input buffers (through the host's save); the outputs the function wrote are the
+ * caller's as usual. At backward the host calls recap_checkpoint_backward when the outputs'
+ * gradient arrives: recap restores the snapshot, re-runs with recording into new output buffers
+ * and hands them back to back-propagate through, then restores the RNG state current before.
+ * With RECAP_CHECKPOINT_DISTRIBUTE only this rank's slice of the first input buffer is kept
+ * (the host's distribute) and all-gathered before the recompute. When no input needs a
+ * gradient the run is a plain call and backward is RECAP_ERR_STATE.
+ */
+RECAP_API recap_status_t recap_checkpoint_run(const recap_region_params_t *params,
+                                              recap_signature_h sig, recap_func_t fn,
+                                              const recap_value_t *args, size_t nargs,
+                                              recap_checkpoint_h *ckpt_p);
+/* Once: outputs[i] receives the recomputed i-th output buffer (in argument order; n must be
+ * the number of RECAP_TYPE_BUFFER_OUT arguments), a buffer from alloc_like that the host now
+ * owns. A second call is RECAP_ERR_STATE. */
+RECAP_API recap_status_t recap_checkpoint_backward(recap_checkpoint_h ckpt,
+                                                   recap_buffer_t *outputs, size_t n);
+RECAP_API recap_status_t recap_checkpoint_return_value(recap_checkpoint_h ckpt,
+                                                       recap_value_t *value_p);
+/* Drops the stashed inputs if backward never ran. */
+RECAP_API recap_status_t recap_checkpoint_destroy(recap_checkpoint_h ckpt);
+
+/* 1 on the calling thread while a region's or checkpoint's function runs or is recomputed
+ * (nested regions included), else 0. */
+RECAP_API recap_status_t recap_is_checkpointing(int *checkpointing_p);
+
+/*
+ * The plain host: host operations for frameworks whose buffers are raw memory. A plain host
+ * allocates host memory (malloc) or device memory of one device (recap_device_alloc) and
+ * accounts for it; its buffers are handles over reference-counted storage, so saved inputs and
+ * views see a release and a rebuild. Functions receive the data pointer of each buffer.
+ * "Needs a gradient" is a flag on the buffer; triggers are called when the host calls
+ * recap_plain_buffer_fire; recording is a per-thread flag (on by default); the recompute context
+ * only counts passes. Saves keep a reference to the storage (so the caller may free its
+ * handle); load and drop are counted, for tests.
+ */
+typedef struct recap_plain_host *recap_plain_host_h;
+
+enum {
+    /* Storage freed by a release is kept (not given back) until the host is destroyed: graphs
+     * captured with device buffers may still write to it, as PyTorch's graph memory pools. */
+    RECAP_PLAIN_KEEP_FREED = 1u << 0
+};
+
+typedef struct recap_plain_stats {
+    uint64_t live_bytes;      /* storage allocated and not freed (kept storage not included) */
+    uint64_t peak_bytes;      /* highest live_bytes since creation or reset_peak */
+    uint64_t live_buffers;    /* handles: the host's, recap's and saved ones */
+    uint64_t allocs, frees;   /* storage allocations and frees (kept storage counts as freed) */
+    uint64_t storage_frees;   /* free_storage calls that freed a buffer's storage */
+    uint64_t shares;          /* share_storage calls */
+    uint64_t saves, loads, drops;
+    uint64_t triggers_armed, triggers_fired;
+    uint64_t context_first, context_recompute; /* recompute-context entries per pass */
+    int context_depth;        /* entries not yet exited */
+    int context_pass;         /* the innermost entered pass (-1 outside) */
+} recap_plain_stats_t;
+
+/* device: a CUDA device or RECAP_DEVICE_HOST; flags: RECAP_PLAIN_*. */
+RECAP_API recap_status_t recap_plain_host_create(int device, uint32_t flags,
+                                                 recap_plain_host_h *host_p);
+/* RECAP_ERR_STATE (nothing freed) while buffers are live. */
+RECAP_API recap_status_t recap_plain_host_destroy(recap_plain_host_h host);
+/* The operations; pass the plain host as params.host. */
+RECAP_API recap_status_t recap_plain_host_ops(const recap_host_ops_t **ops_p);
+RECAP_API recap_status_t recap_plain_host_stats(recap_plain_host_h host,
+                                                recap_plain_stats_t *stats_p);
+/* Sets peak_bytes to live_bytes. */
+RECAP_API recap_status_t recap_plain_host_reset_peak(recap_plain_host_h host);
+/* The calling thread's recording flag, as the plain set_recording leaves it. */
+RECAP_API recap_status_t recap_plain_is_recording(int *recording_p);
+
+RECAP_API recap_status_t recap_plain_buffer_create(recap_plain_host_h host, size_t bytes,
+                                                   int needs_grad, recap_buffer_t *buf_p);
+/* Frees the handle, and the storage once nothing else (views, saved inputs) uses it. */
+RECAP_API recap_status_t recap_plain_buffer_destroy(recap_buffer_t buf);
+/* The data pointer (host or device memory), NULL while the storage is released. */
+RECAP_API recap_status_t recap_plain_buffer_data(recap_buffer_t buf, void **data_p);
+RECAP_API recap_status_t recap_plain_buffer_bytes(recap_buffer_t buf, size_t *bytes_p);
+RECAP_API recap_status_t recap_plain_buffer_set_needs_grad(recap_buffer_t buf, int needs_grad);
+/* Calls the triggers armed on buf, in the order they were armed; stops at the first error and
+ * returns it. */
+RECAP_API recap_status_t recap_plain_buffer_fire(recap_buffer_t buf);
 
 #ifdef __cplusplus
 }

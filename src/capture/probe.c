@@ -3,6 +3,7 @@
 #include <dlfcn.h>
 #include <pthread.h>
 
+#include "base/dl.h"
 #include "base/error.h"
 #include "base/log.h"
 #include "capture/capture.h"
@@ -22,7 +23,7 @@ typedef CUresult (*destroy_fn)(CUgraph);
 
 static void *process_symbol(const char *name, void *fallback)
 {
-    void *p = dlsym(RTLD_DEFAULT, name);
+    void *p = recap__dlsym(RTLD_DEFAULT, name);
 
     return p != NULL ? p : fallback;
 }

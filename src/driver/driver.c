@@ -5,11 +5,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "base/dl.h"
 #include "base/error.h"
 #include "base/log.h"
 #include "driver/driver.h"
 
 static recap_driver_t driver;
+static void *driver_lib;
 static pthread_once_t driver_once = PTHREAD_ONCE_INIT;
 static recap_status_t driver_status = RECAP_ERR_NO_DRIVER;
 static char driver_why[256];
@@ -20,6 +22,8 @@ static char driver_why[256];
 /* Capture and graph entry points: without them recap still fills and tracks, and capture calls
  * report RECAP_ERR_UNSUPPORTED. */
 #define DRV_OPT(field, name) {(void **)&driver.field, name, 1}
+/* Entry points only recap-probe's checks use: a missing one is reported by the check. */
+#define DRV_EXTRA(field, name) {(void **)&driver.field, name, 2}
 static const struct {
     void **slot;
     const char *name;
@@ -59,6 +63,14 @@ static const struct {
     DRV_OPT(cuGraphClone, "cuGraphClone"),
     DRV_OPT(cuGraphDestroy, "cuGraphDestroy"),
     DRV_OPT(cuGraphExecDestroy, "cuGraphExecDestroy"),
+    DRV_EXTRA(cuEventCreate, "cuEventCreate"),
+    DRV_EXTRA(cuEventRecord, "cuEventRecord"),
+    DRV_EXTRA(cuEventQuery, "cuEventQuery"),
+    DRV_EXTRA(cuEventDestroy, "cuEventDestroy_v2"),
+    DRV_EXTRA(cuGraphCreate, "cuGraphCreate"),
+    DRV_EXTRA(cuGraphUpload, "cuGraphUpload"),
+    DRV_EXTRA(cuStreamBeginCaptureToGraph, "cuStreamBeginCaptureToGraph"),
+    DRV_EXTRA(cuGraphConditionalHandleCreate, "cuGraphConditionalHandleCreate"),
 };
 
 static void driver_load(void)
@@ -71,12 +83,13 @@ static void driver_load(void)
     if (path == NULL || *path == '\0')
         path = "libcuda.so.1";
     lib = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    driver_lib = lib;
     if (lib == NULL) {
         snprintf(driver_why, sizeof(driver_why), "cannot load %s: %s", path, dlerror());
         return;
     }
     for (i = 0; i < sizeof(driver_syms) / sizeof(driver_syms[0]); i++) {
-        *driver_syms[i].slot = dlsym(lib, driver_syms[i].name);
+        *driver_syms[i].slot = recap__dlsym(lib, driver_syms[i].name);
         if (*driver_syms[i].slot == NULL && driver_syms[i].optional) {
             driver.has_graphs = 0;
             continue;
@@ -88,7 +101,7 @@ static void driver_load(void)
     }
     driver.has_graphs = 1;
     for (i = 0; i < sizeof(driver_syms) / sizeof(driver_syms[0]); i++)
-        if (driver_syms[i].optional && *driver_syms[i].slot == NULL)
+        if (driver_syms[i].optional == 1 && *driver_syms[i].slot == NULL)
             driver.has_graphs = 0;
     rc = driver.cuInit(0);
     if (rc != CUDA_SUCCESS) {
@@ -99,6 +112,12 @@ static void driver_load(void)
     }
     driver_status = RECAP_OK;
     recap__log(RECAP_LOG_INFO, "loaded CUDA driver %s", path);
+}
+
+void *recap__driver_lib(void)
+{
+    pthread_once(&driver_once, driver_load);
+    return driver_lib;
 }
 
 recap_status_t recap__driver_get(const recap_driver_t **drv_p)

@@ -51,6 +51,17 @@ typedef struct recap_driver {
     CUresult (*cuGraphDestroy)(CUgraph);
     CUresult (*cuGraphExecDestroy)(CUgraphExec);
     int has_graphs; /* every capture/graph entry point above resolved */
+    /* Used only by recap-probe's checks (src/probe), each NULL when the driver lacks it. */
+    CUresult (*cuEventCreate)(CUevent *, unsigned int);
+    CUresult (*cuEventRecord)(CUevent, CUstream);
+    CUresult (*cuEventQuery)(CUevent);
+    CUresult (*cuEventDestroy)(CUevent);
+    CUresult (*cuGraphCreate)(CUgraph *, unsigned int);
+    CUresult (*cuGraphUpload)(CUgraphExec, CUstream);
+    CUresult (*cuStreamBeginCaptureToGraph)(CUstream, CUgraph, const CUgraphNode *,
+                                            const CUgraphEdgeData *, size_t, CUstreamCaptureMode);
+    CUresult (*cuGraphConditionalHandleCreate)(CUgraphConditionalHandle *, CUgraph, CUcontext,
+                                               unsigned int, unsigned int);
 } recap_driver_t;
 
 /* The driver, when it has the capture and graph API; RECAP_ERR_UNSUPPORTED otherwise. */
@@ -59,6 +70,10 @@ recap_status_t recap__driver_graphs(const recap_driver_t **drv_p);
 /* Loads and initializes the driver once per process; later calls return the cached outcome.
  * RECAP_ERR_NO_DRIVER (with a message) when it is absent or cuInit fails. */
 recap_status_t recap__driver_get(const recap_driver_t **drv_p);
+
+/* The dlopen handle of the driver library (NULL when it could not be loaded): the hooks resolve
+ * the real entry points they interpose from it. */
+void *recap__driver_lib(void);
 
 /* Turns a failed driver call into RECAP_ERR_CUDA with "what: CUDA_ERROR_NAME". */
 recap_status_t recap__cuda_fail(CUresult rc, const char *what);

@@ -1,0 +1,77 @@
+#include "config.h"
+
+#include "hooks/events.h"
+
+void recap__hook_begin(recap_hook_call_t *c)
+{
+    c->report = recap__hooks_enter() == 0 && recap__hooks_reporting(RECAP_HOOKS_PRELOAD);
+}
+
+void recap__hook_end(recap_hook_call_t *c)
+{
+    (void)c;
+    recap__hooks_leave();
+}
+
+#define REPORT(c, where, call)                         \
+    do {                                               \
+        if ((c)->report) {                             \
+            recap_status_t st_ = (call);               \
+            if (st_ != RECAP_OK)                       \
+                recap__hooks_event_failed(where, st_); \
+        }                                              \
+    } while (0)
+
+void recap__ev_before_begin_capture(recap_hook_call_t *c, void *stream, int mode)
+{
+    REPORT(c, "priming before capture", recap_capture_will_begin(stream, (recap_capture_mode_t)mode));
+}
+
+void recap__ev_after_begin_capture(recap_hook_call_t *c, void *stream, int ok)
+{
+    if (ok)
+        REPORT(c, "capture began", recap_capture_began(stream));
+}
+
+void recap__ev_before_end_capture(recap_hook_call_t *c, void *stream)
+{
+    REPORT(c, "capture will end", recap_capture_will_end(stream));
+}
+
+void recap__ev_after_end_capture(recap_hook_call_t *c, void *stream, int ok, void *graph)
+{
+    REPORT(c, "capture ended", recap_capture_ended(stream, ok ? graph : NULL));
+}
+
+void recap__ev_instantiated(recap_hook_call_t *c, int ok, void *graph, void *exec)
+{
+    if (ok)
+        REPORT(c, "graph instantiated", recap_graph_instantiated(graph, exec));
+}
+
+void recap__ev_cloned(recap_hook_call_t *c, int ok, void *orig, void *clone)
+{
+    if (ok)
+        REPORT(c, "graph cloned", recap_graph_cloned(orig, clone));
+}
+
+void recap__ev_destroy_graph(recap_hook_call_t *c, void *graph)
+{
+    REPORT(c, "graph destroyed", recap_graph_destroyed(graph));
+}
+
+void recap__ev_destroy_exec(recap_hook_call_t *c, void *exec)
+{
+    REPORT(c, "exec destroyed", recap_graph_exec_destroyed(exec));
+}
+
+void recap__ev_before_launch(recap_hook_call_t *c, void *exec, void *stream)
+{
+    REPORT(c, "graph launch", recap_graph_will_launch(exec, stream));
+}
+
+void recap__ev_after_launch(recap_hook_call_t *c, void *exec, int ok)
+{
+    if (!ok)
+        REPORT(c, "graph launch failed", recap_graph_launch_failed(exec));
+}

@@ -1,0 +1,32 @@
+/*
+ * What every interposed entry point does around the real call, written once for the runtime and
+ * driver wrappers (cudaStream_t and CUstream, cudaGraph_t and CUgraph... are the same pointers).
+ * Each returns nothing: a hook that cannot report logs once and the host call goes on.
+ * `outer` is nonzero for the outermost interposed call of the thread; only it reports, so a
+ * runtime call and the driver call cudart makes underneath report one event.
+ */
+#ifndef RECAP_HOOKS_EVENTS_H
+#define RECAP_HOOKS_EVENTS_H
+
+#include "hooks/hooks.h"
+
+typedef struct {
+    int report; /* this call reports events */
+} recap_hook_call_t;
+
+/* Starts an interposed call: decides whether it reports. Pair with recap__hook_end. */
+void recap__hook_begin(recap_hook_call_t *c);
+void recap__hook_end(recap_hook_call_t *c);
+
+void recap__ev_before_begin_capture(recap_hook_call_t *c, void *stream, int mode);
+void recap__ev_after_begin_capture(recap_hook_call_t *c, void *stream, int ok);
+void recap__ev_before_end_capture(recap_hook_call_t *c, void *stream);
+void recap__ev_after_end_capture(recap_hook_call_t *c, void *stream, int ok, void *graph);
+void recap__ev_instantiated(recap_hook_call_t *c, int ok, void *graph, void *exec);
+void recap__ev_cloned(recap_hook_call_t *c, int ok, void *orig, void *clone);
+void recap__ev_destroy_graph(recap_hook_call_t *c, void *graph);
+void recap__ev_destroy_exec(recap_hook_call_t *c, void *exec);
+void recap__ev_before_launch(recap_hook_call_t *c, void *exec, void *stream);
+void recap__ev_after_launch(recap_hook_call_t *c, void *exec, int ok);
+
+#endif

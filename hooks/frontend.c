@@ -1,0 +1,203 @@
+#define _GNU_SOURCE
+#include "config.h"
+
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/dl.h"
+#include "base/error.h"
+#include "base/log.h"
+#include "driver/driver.h"
+#include "hooks/hooks.h"
+
+static int active = RECAP_HOOKS_NONE;
+static _Thread_local int depth;
+
+recap_hooks_cfg_t recap__hooks_config(void)
+{
+    static int cfg = -1;
+    const char *s;
+
+    if (cfg >= 0)
+        return (recap_hooks_cfg_t)cfg;
+    s = getenv("RECAP_HOOKS");
+    if (s == NULL || *s == '\0' || strcmp(s, "auto") == 0)
+        cfg = RECAP_HOOKS_CFG_AUTO;
+    else if (strcmp(s, "preload") == 0)
+        cfg = RECAP_HOOKS_CFG_PRELOAD;
+    else if (strcmp(s, "cupti") == 0)
+        cfg = RECAP_HOOKS_CFG_CUPTI;
+    else if (strcmp(s, "off") == 0)
+        cfg = RECAP_HOOKS_CFG_OFF;
+    else {
+        cfg = RECAP_HOOKS_CFG_AUTO;
+        recap__log(RECAP_LOG_WARN, "RECAP_HOOKS=%s not understood (auto|preload|cupti|off): "
+                   "using auto", s);
+    }
+    return (recap_hooks_cfg_t)cfg;
+}
+
+/* Whether this librecap came in through LD_PRELOAD (its path or file name is listed there). A
+ * program that merely links librecap also interposes the CUDA names, but only a preloaded recap
+ * reports through them unless RECAP_HOOKS=preload says otherwise. */
+static int preloaded(void)
+{
+    static int cached = -1;
+    const char *env, *base, *tok;
+    Dl_info info;
+    size_t blen;
+
+    if (cached >= 0)
+        return cached;
+    cached = 0;
+    env = getenv("LD_PRELOAD");
+    if (env == NULL || dladdr((void *)preloaded, &info) == 0 || info.dli_fname == NULL)
+        return cached;
+    base = strrchr(info.dli_fname, '/');
+    base = base != NULL ? base + 1 : info.dli_fname;
+    blen = strcspn(base, "."); /* librecap.so, librecap.so.1, librecap.so.1.0.0 all match */
+    for (tok = env; *tok != '\0'; tok += strcspn(tok, " :")) {
+        size_t len;
+        const char *name;
+
+        tok += strspn(tok, " :");
+        len = strcspn(tok, " :");
+        name = tok;
+        for (const char *q = tok; q < tok + len; q++)
+            if (*q == '/')
+                name = q + 1;
+        if ((size_t)(tok + len - name) >= blen && strncmp(name, base, blen) == 0 &&
+            (name[blen] == '.' || name + blen == tok + len))
+            cached = 1;
+    }
+    return cached;
+}
+
+int recap__hooks_preload_enabled(void)
+{
+    recap_hooks_cfg_t cfg = recap__hooks_config();
+
+    return cfg == RECAP_HOOKS_CFG_PRELOAD || (cfg == RECAP_HOOKS_CFG_AUTO && preloaded());
+}
+
+static int allowed(recap_hooks_t which)
+{
+    if (which == RECAP_HOOKS_PRELOAD)
+        return recap__hooks_preload_enabled();
+    switch (recap__hooks_config()) {
+    case RECAP_HOOKS_CFG_OFF: return 0;
+    case RECAP_HOOKS_CFG_PRELOAD: return which == RECAP_HOOKS_PRELOAD;
+    case RECAP_HOOKS_CFG_CUPTI: return which == RECAP_HOOKS_CUPTI || which == RECAP_HOOKS_INJECTION;
+    default: return 1;
+    }
+}
+
+int recap__hooks_claim(recap_hooks_t which)
+{
+    int none = RECAP_HOOKS_NONE;
+
+    if (!allowed(which))
+        return 0;
+    if (__atomic_compare_exchange_n(&active, &none, (int)which, 0, __ATOMIC_ACQ_REL,
+                                    __ATOMIC_ACQUIRE)) {
+        recap__log(RECAP_LOG_INFO, "interception front end: %s", recap_hooks_name(which));
+        return 1;
+    }
+    return none == (int)which;
+}
+
+void recap__hooks_release(recap_hooks_t which)
+{
+    int w = (int)which;
+
+    __atomic_compare_exchange_n(&active, &w, RECAP_HOOKS_NONE, 0, __ATOMIC_ACQ_REL,
+                                __ATOMIC_ACQUIRE);
+}
+
+int recap__hooks_reporting(recap_hooks_t which)
+{
+    int a = __atomic_load_n(&active, __ATOMIC_ACQUIRE);
+
+    if (a == (int)which)
+        return 1;
+    return a == RECAP_HOOKS_NONE && which == RECAP_HOOKS_PRELOAD && recap__hooks_claim(which);
+}
+
+int recap__hooks_enter(void)
+{
+    return depth++;
+}
+
+void recap__hooks_leave(void)
+{
+    depth--;
+}
+
+void recap__hooks_event_failed(const char *where, recap_status_t st)
+{
+    /* Once per call site: a hook that cannot do its part must not flood the host's stderr. */
+    static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+    static const char *seen[64];
+    static int nseen;
+    int i, first = 1;
+
+    pthread_mutex_lock(&lock);
+    for (i = 0; i < nseen; i++)
+        if (seen[i] == where)
+            first = 0;
+    if (first && nseen < 64)
+        seen[nseen++] = where;
+    pthread_mutex_unlock(&lock);
+    if (first)
+        recap__log(RECAP_LOG_WARN, "%s: %s: %s (the CUDA call goes on unchanged)", where,
+                   recap_strerror(st), recap_last_error());
+}
+
+void *recap__hooks_real_driver(const char *name)
+{
+    void *lib = recap__driver_lib();
+
+    return lib != NULL ? recap__dlsym(lib, name) : NULL;
+}
+
+recap_status_t recap_hooks_active(recap_hooks_t *hooks_p)
+{
+    RECAP_CHECK_ARG(hooks_p != NULL, "hooks_p is NULL");
+    *hooks_p = (recap_hooks_t)__atomic_load_n(&active, __ATOMIC_ACQUIRE);
+    return RECAP_OK;
+}
+
+const char *recap_hooks_name(recap_hooks_t hooks)
+{
+    switch (hooks) {
+    case RECAP_HOOKS_PRELOAD: return "preload";
+    case RECAP_HOOKS_CUPTI: return "cupti";
+    case RECAP_HOOKS_INJECTION: return "injection";
+    case RECAP_HOOKS_NONE: return "none";
+    }
+    return "unknown";
+}
+
+/* RECAP_REPORT=FILE: what recap saw, written at exit, for recap-probe --run. */
+__attribute__((destructor)) static void write_report(void)
+{
+    const char *path = getenv("RECAP_REPORT");
+    recap_capture_stats_t s;
+    FILE *f;
+
+    if (path == NULL || *path == '\0' || recap_capture_stats(&s) != RECAP_OK)
+        return;
+    f = fopen(path, "w");
+    if (f == NULL)
+        return;
+    fprintf(f, "{\"hooks\":\"%s\",\"captures\":%llu,\"graphs_with_rng\":%llu,\"launches\":%llu,"
+            "\"slot_writes\":%llu,\"states_primed\":%llu,\"live_records\":%llu}\n",
+            recap_hooks_name((recap_hooks_t)__atomic_load_n(&active, __ATOMIC_ACQUIRE)),
+            (unsigned long long)s.captures, (unsigned long long)s.graphs_with_rng,
+            (unsigned long long)s.launches, (unsigned long long)s.slot_writes,
+            (unsigned long long)s.states_primed, (unsigned long long)s.live_records);
+    fclose(f);
+}

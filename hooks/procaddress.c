@@ -1,0 +1,140 @@
+/*
+ * How programs find the driver without linking it: the CUDA runtime (static or shared, >= 11.3)
+ * dlopens libcuda, dlsym()s cuGetProcAddress, and asks it for every entry point. recap
+ * interposes both: dlsym hands out recap's cuGetProcAddress (and recap's wrappers when a graph
+ * entry point is asked for by name), and cuGetProcAddress swaps in recap's wrapper exactly when
+ * the driver answered with a variant recap wraps. Any other answer, a future version included,
+ * is passed on untouched.
+ */
+#define _GNU_SOURCE
+#define __CUDA_API_VERSION_INTERNAL
+#include "config.h"
+
+#include <cuda.h>
+#include <dlfcn.h>
+#include <link.h>
+#include <string.h>
+
+#include "base/dl.h"
+#include "hooks/hooks.h"
+#include "hooks/preload_driver.h"
+
+typedef CUresult (*gpa1_fn)(const char *, void **, int, cuuint64_t);
+typedef CUresult (*gpa2_fn)(const char *, void **, int, cuuint64_t,
+                            CUdriverProcAddressQueryResult *);
+
+RECAP_HOOK CUresult cuGetProcAddress(const char *symbol, void **pfn, int version, cuuint64_t flags);
+RECAP_HOOK CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int version,
+                                        cuuint64_t flags, CUdriverProcAddressQueryResult *status);
+
+/* The wrapper of the exported variant the driver returned, or NULL. */
+static void *wrapper_for(const char *base, void *real)
+{
+    unsigned i;
+
+    if (real == NULL || base == NULL || strncmp(base, "cu", 2) != 0)
+        return NULL;
+    for (i = 0; i < recap__ndriver_hooks; i++)
+        if (strcmp(recap__driver_hooks[i].base, base) == 0 &&
+            recap__hooks_real_driver(recap__driver_hooks[i].symbol) == real)
+            return recap__driver_hooks[i].wrapper;
+    return NULL;
+}
+
+/* Swaps the answer for recap's wrapper when there is one (and for recap's own cuGetProcAddress
+ * when the program asks for that). */
+static void swap_answer(const char *symbol, void **pfn)
+{
+    void *w;
+
+    if (pfn == NULL || *pfn == NULL || symbol == NULL || !recap__hooks_preload_enabled())
+        return;
+    if (strcmp(symbol, "cuGetProcAddress") == 0) {
+        if (*pfn == recap__hooks_real_driver("cuGetProcAddress_v2"))
+            *pfn = (void *)cuGetProcAddress_v2;
+        else if (*pfn == recap__hooks_real_driver("cuGetProcAddress"))
+            *pfn = (void *)cuGetProcAddress;
+        return;
+    }
+    w = wrapper_for(symbol, *pfn);
+    if (w != NULL)
+        *pfn = w;
+}
+
+RECAP_HOOK CUresult cuGetProcAddress(const char *symbol, void **pfn, int version, cuuint64_t flags)
+{
+    static gpa1_fn real;
+    CUresult rc;
+
+    if (real == NULL)
+        real = (gpa1_fn)recap__hooks_real_driver("cuGetProcAddress");
+    if (real == NULL)
+        return CUDA_ERROR_NOT_FOUND;
+    rc = real(symbol, pfn, version, flags);
+    if (rc == CUDA_SUCCESS)
+        swap_answer(symbol, pfn);
+    return rc;
+}
+
+RECAP_HOOK CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int version,
+                                        cuuint64_t flags, CUdriverProcAddressQueryResult *status)
+{
+    static gpa2_fn real;
+    CUresult rc;
+
+    if (real == NULL)
+        real = (gpa2_fn)recap__hooks_real_driver("cuGetProcAddress_v2");
+    if (real == NULL)
+        return CUDA_ERROR_NOT_FOUND;
+    rc = real(symbol, pfn, version, flags, status);
+    if (rc == CUDA_SUCCESS)
+        swap_answer(symbol, pfn);
+    return rc;
+}
+
+/* RTLD_NEXT asked of recap's dlsym means "after the caller", not after recap: find the caller's
+ * object and search the objects after it in load order. */
+static void *next_after(const void *caller, const char *name)
+{
+    struct link_map *map = NULL;
+    Dl_info info;
+    void *p = NULL;
+
+    if (dladdr1(caller, &info, (void **)&map, RTLD_DL_LINKMAP) == 0 || map == NULL)
+        return recap__dlsym(RTLD_DEFAULT, name);
+    for (map = map->l_next; map != NULL && p == NULL; map = map->l_next) {
+        void *h = dlopen(map->l_name[0] ? map->l_name : NULL, RTLD_LAZY | RTLD_NOLOAD);
+        if (h != NULL) {
+            p = recap__dlsym(h, name);
+            dlclose(h);
+        }
+    }
+    return p;
+}
+
+RECAP_HOOK void *dlsym(void *handle, const char *name);
+RECAP_HOOK void *dlsym(void *handle, const char *name)
+{
+    void *p, *w;
+
+    if (handle == RTLD_NEXT)
+        p = next_after(__builtin_return_address(0), name);
+    else
+        p = recap__dlsym(handle, name);
+    if (p == NULL || name[0] != 'c' || name[1] != 'u' || !recap__hooks_preload_enabled())
+        return p;
+    if (strcmp(name, "cuGetProcAddress_v2") == 0)
+        return (void *)cuGetProcAddress_v2;
+    if (strcmp(name, "cuGetProcAddress") == 0)
+        return (void *)cuGetProcAddress;
+    /* A graph entry point asked for by its exported name: recap's wrapper of that very name. */
+    {
+        unsigned i;
+        for (i = 0; i < recap__ndriver_hooks; i++)
+            if (strcmp(recap__driver_hooks[i].symbol, name) == 0) {
+                w = recap__driver_hooks[i].wrapper;
+                return recap__hooks_real_driver(name) == p ? w : p;
+            }
+    }
+    return p;
+}
