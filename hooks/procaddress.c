@@ -92,23 +92,52 @@ RECAP_HOOK CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int vers
     return rc;
 }
 
-/* RTLD_NEXT asked of recap's dlsym means "after the caller", not after recap: find the caller's
- * object and search the objects after it in load order. */
-static void *next_after(const void *caller, const char *name)
+/* glibc resolves RTLD_DEFAULT and RTLD_NEXT relative to the calling object; asked through
+ * recap's dlsym, the caller would be recap. So the caller's object is found from the return
+ * address and its view is rebuilt: RTLD_NEXT searches the objects loaded after it, RTLD_DEFAULT
+ * the global scope and then the caller's own dependency group (an extension loaded RTLD_LOCAL
+ * sees its local group). */
+static struct link_map *caller_map(const void *caller)
 {
     struct link_map *map = NULL;
     Dl_info info;
+
+    if (dladdr1(caller, &info, (void **)&map, RTLD_DL_LINKMAP) == 0)
+        return NULL;
+    return map;
+}
+
+static void *in_object(struct link_map *map, const char *name)
+{
+    void *h = dlopen(map->l_name[0] ? map->l_name : NULL, RTLD_LAZY | RTLD_NOLOAD);
     void *p = NULL;
 
-    if (dladdr1(caller, &info, (void **)&map, RTLD_DL_LINKMAP) == 0 || map == NULL)
-        return recap__dlsym(RTLD_DEFAULT, name);
-    for (map = map->l_next; map != NULL && p == NULL; map = map->l_next) {
-        void *h = dlopen(map->l_name[0] ? map->l_name : NULL, RTLD_LAZY | RTLD_NOLOAD);
-        if (h != NULL) {
-            p = recap__dlsym(h, name);
-            dlclose(h);
-        }
+    if (h != NULL) {
+        p = recap__dlsym(h, name);
+        dlclose(h);
     }
+    return p;
+}
+
+static void *next_after(const void *caller, const char *name)
+{
+    struct link_map *map = caller_map(caller);
+    void *p = NULL;
+
+    if (map == NULL)
+        return recap__dlsym(RTLD_DEFAULT, name);
+    for (map = map->l_next; map != NULL && p == NULL; map = map->l_next)
+        p = in_object(map, name);
+    return p;
+}
+
+static void *default_for(const void *caller, const char *name)
+{
+    void *p = recap__dlsym(RTLD_DEFAULT, name);
+    struct link_map *map;
+
+    if (p == NULL && (map = caller_map(caller)) != NULL)
+        p = in_object(map, name);
     return p;
 }
 
@@ -119,6 +148,8 @@ RECAP_HOOK void *dlsym(void *handle, const char *name)
 
     if (handle == RTLD_NEXT)
         p = next_after(__builtin_return_address(0), name);
+    else if (handle == RTLD_DEFAULT)
+        p = default_for(__builtin_return_address(0), name);
     else
         p = recap__dlsym(handle, name);
     if (p == NULL || name[0] != 'c' || name[1] != 'u' || !recap__hooks_preload_enabled())
