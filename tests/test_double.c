@@ -484,7 +484,7 @@ START_TEST(global_mode_unsafe_call_fails_and_invalidates)
     CUstream s = new_stream(CU_STREAM_NON_BLOCKING), o = new_stream(CU_STREAM_NON_BLOCKING);
     CUdeviceptr p = 0;
     CUstreamCaptureStatus st;
-    cuuint64_t id = 0;
+    cuuint64_t id = 777;
 
     OK(p_cuStreamBeginCapture_v2(s, CU_STREAM_CAPTURE_MODE_GLOBAL));
     OK(fill(s, buf_a, 1, 0));
@@ -492,6 +492,7 @@ START_TEST(global_mode_unsafe_call_fails_and_invalidates)
     ck_assert_int_eq(capture_status(s), CU_STREAM_CAPTURE_STATUS_INVALIDATED);
     OK(p_cuStreamGetCaptureInfo(s, &st, &id));
     ck_assert_int_eq(st, CU_STREAM_CAPTURE_STATUS_INVALIDATED);
+    ck_assert_uint_eq(id, 777); /* no id for an invalidated capture */
     CK(fill(s, buf_a, 1, 0), CUDA_ERROR_STREAM_CAPTURE_INVALIDATED);
     CK(p_cuStreamWriteValue64_v2(s, slot, 1, 0), CUDA_ERROR_STREAM_CAPTURE_INVALIDATED);
     CK(p_cuMemsetD32Async(buf_a, 1, 4, s), CUDA_ERROR_STREAM_CAPTURE_INVALIDATED);
@@ -702,12 +703,13 @@ START_TEST(capture_mode_is_per_thread_and_exchanged)
     m = CU_STREAM_CAPTURE_MODE_RELAXED;
     OK(p_cuThreadExchangeStreamCaptureMode(&m));
     ck_assert_int_eq(m, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL);
+    /* the driver takes any value (and crashes on NULL) */
     m = (CUstreamCaptureMode)9;
-    CK(p_cuThreadExchangeStreamCaptureMode(&m), CUDA_ERROR_INVALID_VALUE);
-    CK(p_cuThreadExchangeStreamCaptureMode(NULL), CUDA_ERROR_INVALID_VALUE);
-    m = CU_STREAM_CAPTURE_MODE_GLOBAL;
     OK(p_cuThreadExchangeStreamCaptureMode(&m));
     ck_assert_int_eq(m, CU_STREAM_CAPTURE_MODE_RELAXED);
+    m = CU_STREAM_CAPTURE_MODE_GLOBAL;
+    OK(p_cuThreadExchangeStreamCaptureMode(&m));
+    ck_assert_int_eq(m, 9);
 }
 END_TEST
 
@@ -857,8 +859,94 @@ START_TEST(graph_launch_into_a_capture_is_unsupported)
     OK(p_cuStreamBeginCapture_v2(s, CU_STREAM_CAPTURE_MODE_GLOBAL));
     CK(p_cuGraphLaunch(e, s), CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
     ck_assert_int_eq(capture_status(s), CU_STREAM_CAPTURE_STATUS_INVALIDATED);
+    CK(p_cuGraphLaunch(e, s), CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED); /* not ..._INVALIDATED */
+    end_invalidated(s);
+    OK(p_cuStreamBeginCapture_v2(s, CU_STREAM_CAPTURE_MODE_RELAXED));
+    CK(p_cuGraphLaunch(e, s), CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED); /* whatever the mode */
+    end_invalidated(s);
+    OK(p_cuStreamBeginCapture_v2(s, CU_STREAM_CAPTURE_MODE_GLOBAL));
+    CK(p_cuGraphUpload(e, s), CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
     end_invalidated(s);
     ck_assert_uint_eq(slot_offset(), 0);
+    OK(p_cuGraphExecDestroy(e));
+    OK(p_cuGraphDestroy(g));
+    OK(p_cuStreamDestroy_v2(s));
+    check_no_leaks();
+}
+END_TEST
+
+START_TEST(instantiate_and_exec_destroy_are_potentially_unsafe)
+{
+    CUstream s = new_stream(CU_STREAM_NON_BLOCKING), o = new_stream(CU_STREAM_NON_BLOCKING);
+    CUgraph g, g2, c, live;
+    CUgraphExec e, e2 = NULL;
+    CUstreamCaptureStatus st;
+
+    OK(p_cuStreamBeginCapture_v2(s, CU_STREAM_CAPTURE_MODE_GLOBAL));
+    OK(advance(s, 1));
+    OK(p_cuStreamEndCapture(s, &g));
+    OK(p_cuGraphInstantiateWithFlags(&e, g, 0));
+    /* in a GLOBAL capture: instantiating (any graph) and destroying an executable are refused */
+    OK(p_cuStreamBeginCapture_v2(s, CU_STREAM_CAPTURE_MODE_GLOBAL));
+    CK(p_cuGraphInstantiateWithFlags(&e2, g, 0), CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
+    end_invalidated(s);
+    OK(p_cuStreamBeginCapture_v2(s, CU_STREAM_CAPTURE_MODE_GLOBAL));
+    CK(p_cuGraphExecDestroy(e), CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
+    end_invalidated(s);
+    /* other graph and stream calls are not */
+    OK(p_cuStreamBeginCapture_v2(s, CU_STREAM_CAPTURE_MODE_GLOBAL));
+    OK(p_cuGraphCreate(&g2, 0));
+    OK(p_cuGraphClone(&c, g));
+    OK(p_cuGraphDestroy(c));
+    OK(p_cuGraphDestroy(g2));
+    OK(p_cuGraphLaunch(e, o));
+    OK(p_cuGraphUpload(e, o));
+    ck_assert_int_eq(capture_status(s), CU_STREAM_CAPTURE_STATUS_ACTIVE);
+    OK(p_cuStreamEndCapture(s, &c));
+    OK(p_cuGraphDestroy(c));
+    /* in a RELAXED capture even the graph being captured can be instantiated */
+    OK(p_cuStreamBeginCapture_v2(s, CU_STREAM_CAPTURE_MODE_RELAXED));
+    OK(advance(s, 1));
+    OK(p_cuStreamGetCaptureInfo_v2(s, &st, NULL, &live, NULL, NULL));
+    OK(p_cuGraphInstantiateWithFlags(&e2, live, 0));
+    OK(p_cuGraphExecDestroy(e2));
+    OK(p_cuStreamEndCapture(s, &c));
+    OK(p_cuGraphDestroy(c));
+    OK(p_cuStreamSynchronize(o));
+    ck_assert_uint_eq(slot_offset(), 1);
+    OK(p_cuGraphExecDestroy(e));
+    OK(p_cuGraphDestroy(g));
+    OK(p_cuStreamDestroy_v2(s));
+    OK(p_cuStreamDestroy_v2(o));
+    check_no_leaks();
+}
+END_TEST
+
+/* Captured memory operations are not checked when captured: memsets at instantiation, stream
+ * writes when a launch reaches them (the nodes before have run then). */
+START_TEST(memory_operation_nodes_are_checked_at_instantiate_or_launch)
+{
+    CUstream s = new_stream(CU_STREAM_NON_BLOCKING);
+    CUgraph g;
+    CUgraphExec e = NULL;
+
+    OK(p_cuStreamBeginCapture_v2(s, CU_STREAM_CAPTURE_MODE_GLOBAL));
+    OK(p_cuMemsetD32Async(slot, 1, 1000, s)); /* 4000 bytes into 16 */
+    OK(p_cuStreamEndCapture(s, &g));
+    CK(p_cuGraphInstantiateWithFlags(&e, g, 0), CUDA_ERROR_INVALID_VALUE);
+    OK(p_cuGraphDestroy(g));
+    CK(p_cuMemsetD32Async(slot, 1, 1000, s), CUDA_ERROR_INVALID_VALUE);
+
+    OK(p_cuStreamBeginCapture_v2(s, CU_STREAM_CAPTURE_MODE_GLOBAL));
+    OK(advance(s, 1));
+    OK(p_cuStreamWriteValue64_v2(s, (CUdeviceptr)0x10, 7, 0));
+    OK(p_cuStreamEndCapture(s, &g));
+    OK(p_cuGraphInstantiateWithFlags(&e, g, 0));
+    CK(p_cuGraphLaunch(e, s), CUDA_ERROR_INVALID_VALUE);
+    OK(p_cuStreamSynchronize(s));
+    ck_assert_uint_eq(slot_offset(), 1);
+    CK(p_cuStreamWriteValue64_v2(s, (CUdeviceptr)0x10, 7, 0), CUDA_ERROR_INVALID_VALUE);
+    CK(p_cuStreamWriteValue64_v2(s, slot + 4, 7, 0), CUDA_ERROR_INVALID_VALUE); /* misaligned */
     OK(p_cuGraphExecDestroy(e));
     OK(p_cuGraphDestroy(g));
     OK(p_cuStreamDestroy_v2(s));
@@ -1151,6 +1239,8 @@ int main(void)
     tcase_add_test(tc, clone_is_a_deep_copy);
     tcase_add_test(tc, instantiate_variants_and_upload);
     tcase_add_test(tc, graph_launch_into_a_capture_is_unsupported);
+    tcase_add_test(tc, instantiate_and_exec_destroy_are_potentially_unsafe);
+    tcase_add_test(tc, memory_operation_nodes_are_checked_at_instantiate_or_launch);
     tcase_add_test(tc, destroyed_handles_are_accounted_and_refused);
     tcase_add_test(tc, stream_write_value_in_capture_becomes_a_node);
     tcase_add_test(tc, async_copies_and_memsets_in_capture_become_nodes);

@@ -457,7 +457,8 @@ EXPORT CUresult cuCtxGetDevice(CUdevice *d)
  * What the real driver does (cuThreadExchangeStreamCaptureMode in cuda.h; each rule below was
  * observed with tests/double/probe_rules.c on driver 580.159, CUDA 13.0):
  *  - A "potentially unsafe" call (cuMemAlloc, cuMemFree, cuStreamSynchronize of a stream that is
- *    not capturing, the legacy stream included) is prohibited for a thread whose interaction
+ *    not capturing, the legacy stream included, cuGraphInstantiate*, cuGraphExecDestroy) is
+ *    prohibited for a thread whose interaction
  *    mode is not RELAXED if the thread itself has a capture in progress that was not begun
  *    RELAXED, or, for a thread in GLOBAL mode, if any thread has a GLOBAL capture in progress
  *    (an invalidated capture not yet ended still counts). The call fails with
@@ -472,8 +473,10 @@ EXPORT CUresult cuCtxGetDevice(CUdevice *d)
  *    non-blocking streams capturing, synchronous copies and memsets are allowed in any mode, and
  *    so is cuModuleLoadData.
  *  - Work into an invalidated capture fails with CUDA_ERROR_STREAM_CAPTURE_INVALIDATED.
- *  - cuGraphLaunch into a capturing stream fails with CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED and
- *    invalidates the capture.
+ *  - cuGraphLaunch and cuGraphUpload into a capturing stream fail with
+ *    CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED and invalidate the capture.
+ *  - Graph calls other than those (create, clone, destroy, node queries and additions, launches
+ *    on other streams) and stream creation and destruction are allowed in every mode.
  *  - cuStreamEndCapture from another thread than the one that began a GLOBAL or THREAD_LOCAL
  *    capture fails with CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD, returns no graph, and ends the
  *    capture all the same. The 1-argument cuStreamBeginCapture forms capture RELAXED.
@@ -980,7 +983,9 @@ EXPORT CUresult cuModuleGetFunction(CUfunction *f, CUmodule m, const char *name)
     size_t i;
 
     NEED_INIT();
-    if (f == NULL || m == NULL || name == NULL)
+    if (m == NULL)
+        return CUDA_ERROR_INVALID_HANDLE;
+    if (f == NULL || name == NULL)
         return CUDA_ERROR_INVALID_VALUE;
     for (i = 0; i < sizeof(mod->fns) / sizeof(mod->fns[0]); i++)
         if (strcmp(mod->fns[i].name, name) == 0) {
@@ -1052,7 +1057,7 @@ static CUresult run_op(const op_t *op)
         break;
     case OP_MEMSET32:
         if (check_range(op->dptr, 4 * op->n) != CUDA_SUCCESS)
-            return CUDA_ERROR_ILLEGAL_ADDRESS;
+            return CUDA_ERROR_INVALID_VALUE;
         for (size_t i = 0; i < op->n; i++)
             ((uint32_t *)(uintptr_t)op->dptr)[i] = (uint32_t)op->value;
         break;
@@ -1276,7 +1281,8 @@ static CUresult memset32_async(CUdeviceptr dst, unsigned ui, size_t n, CUstream 
 
     if (current() == NULL)
         return CUDA_ERROR_INVALID_CONTEXT;
-    if ((dst & 3u) != 0 || n > SIZE_MAX / 4 || check_range(dst, 4 * n) != CUDA_SUCCESS)
+    /* The range is checked when it runs, and at instantiation for a captured memset. */
+    if ((dst & 3u) != 0 || n > SIZE_MAX / 4)
         return CUDA_ERROR_INVALID_VALUE;
     memset(&op, 0, sizeof(op));
     op.kind = OP_MEMSET32;
@@ -1305,9 +1311,9 @@ EXPORT CUresult cuThreadExchangeStreamCaptureMode(CUstreamCaptureMode *mode)
     CUstreamCaptureMode old;
 
     NEED_INIT();
-    if (mode == NULL || (unsigned)*mode > CU_STREAM_CAPTURE_MODE_RELAXED)
+    if (mode == NULL) /* (the real driver crashes) */
         return CUDA_ERROR_INVALID_VALUE;
-    old = thread_mode;
+    old = thread_mode; /* any value goes, as with the real driver; unknown ones act as THREAD_LOCAL */
     thread_mode = *mode;
     *mode = old;
     return CUDA_SUCCESS;
@@ -1442,9 +1448,9 @@ static CUresult capture_info(CUstream s, int per_thread, CUstreamCaptureStatus *
         double_graph_t *g = cap->graph;
 
         *status = cap->invalidated ? CU_STREAM_CAPTURE_STATUS_INVALIDATED : CU_STREAM_CAPTURE_STATUS_ACTIVE;
-        if (id != NULL)
-            *id = cap->id;
         if (!cap->invalidated) {
+            if (id != NULL)
+                *id = cap->id;
             /* linear graphs: the next node depends on the last one */
             if (graph != NULL)
                 *graph = (CUgraph)g;
@@ -1650,7 +1656,7 @@ EXPORT CUresult cuGraphAddKernelNode_v2(CUgraphNode *node, CUgraph graph, const 
 static CUresult instantiate(CUgraphExec *out, CUgraph graph, unsigned long long flags)
 {
     double_graph_t *g = (double_graph_t *)graph;
-    double_exec_t *e;
+    double_exec_t *e = NULL;
     CUresult rc = CUDA_SUCCESS;
 
     if (out == NULL || (flags & ~(unsigned long long)INSTANTIATE_FLAGS) != 0)
@@ -1658,14 +1664,23 @@ static CUresult instantiate(CUgraphExec *out, CUgraph graph, unsigned long long 
     if (current() == NULL)
         return CUDA_ERROR_INVALID_CONTEXT;
     pthread_mutex_lock(&lock);
-    if (!graph_live_locked(graph)) {
+    if ((rc = unsafe_call_locked()) != CUDA_SUCCESS) {
+        pthread_mutex_unlock(&lock);
+        return rc;
+    }
+    if (!graph_live_locked(graph))
         rc = CUDA_ERROR_INVALID_VALUE;
-    } else if ((e = calloc(1, sizeof(*e))) == NULL) {
+    /* memset nodes must lie in device memory (stream writes are checked at launch) */
+    for (size_t i = 0; rc == CUDA_SUCCESS && i < g->n; i++)
+        if (g->ops[i]->kind == OP_MEMSET32 && find_alloc((uintptr_t)g->ops[i]->dptr, 4 * g->ops[i]->n) < 0)
+            rc = CUDA_ERROR_INVALID_VALUE;
+    if (rc == CUDA_SUCCESS && (e = calloc(1, sizeof(*e))) == NULL)
         rc = CUDA_ERROR_OUT_OF_MEMORY;
-    } else if ((e->ops = ops_clone(g->ops, g->n)) == NULL) { /* a snapshot */
+    if (rc == CUDA_SUCCESS && (e->ops = ops_clone(g->ops, g->n)) == NULL) { /* a snapshot */
         free(e);
         rc = CUDA_ERROR_OUT_OF_MEMORY;
-    } else {
+    }
+    if (rc == CUDA_SUCCESS) {
         e->n = g->n;
         e->next = execs;
         execs = e;
@@ -1735,9 +1750,14 @@ EXPORT CUresult cuGraphInstantiate_v2(CUgraphExec *out, CUgraph graph, CUgraphNo
 EXPORT CUresult cuGraphExecDestroy(CUgraphExec exec)
 {
     double_exec_t **pp, *e = NULL;
+    CUresult rc;
 
     NEED_INIT();
     pthread_mutex_lock(&lock);
+    if ((rc = unsafe_call_locked()) != CUDA_SUCCESS) {
+        pthread_mutex_unlock(&lock);
+        return rc;
+    }
     for (pp = &execs; *pp != NULL; pp = &(*pp)->next)
         if (*pp == (double_exec_t *)exec) {
             e = *pp;
@@ -1755,9 +1775,9 @@ EXPORT CUresult cuGraphExecDestroy(CUgraphExec exec)
 }
 
 /* Runs an executable's nodes in order. The real driver refuses to launch a graph into a capture
- * (CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED, capture invalidated), and refuses a launch whose stream
- * memory operations name memory that is not the device's (CUDA_ERROR_INVALID_VALUE, nothing
- * runs). */
+ * (CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED, capture invalidated, also when it was invalidated
+ * before). A stream memory write to memory that is not the device's fails the launch with
+ * CUDA_ERROR_INVALID_VALUE, after the nodes before it have run (as observed). */
 static CUresult graph_launch(CUgraphExec exec, CUstream s, int per_thread)
 {
     double_exec_t *e = (double_exec_t *)exec;
@@ -1771,14 +1791,9 @@ static CUresult graph_launch(CUgraphExec exec, CUstream s, int per_thread)
     if (rc == CUDA_SUCCESS && st == NULL)
         rc = legacy_use_locked(ctx_device(current()), 1);
     if (rc == CUDA_SUCCESS && st != NULL && st->cap != NULL) {
-        rc = st->cap->invalidated ? CUDA_ERROR_STREAM_CAPTURE_INVALIDATED
-                                  : CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+        rc = CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
         st->cap->invalidated = 1;
     }
-    for (size_t i = 0; rc == CUDA_SUCCESS && i < e->n; i++)
-        if ((e->ops[i]->kind == OP_WRITE32 || e->ops[i]->kind == OP_WRITE64) &&
-            find_alloc((uintptr_t)e->ops[i]->dptr, e->ops[i]->kind == OP_WRITE32 ? 4 : 8) < 0)
-            rc = CUDA_ERROR_INVALID_VALUE;
     pthread_mutex_unlock(&lock);
     if (rc != CUDA_SUCCESS)
         return rc;
@@ -1804,8 +1819,12 @@ static CUresult graph_upload(CUgraphExec exec, CUstream s, int per_thread)
 
     pthread_mutex_lock(&lock);
     rc = exec_live_locked(exec) ? resolve_locked(s, per_thread, &st) : CUDA_ERROR_INVALID_VALUE;
+    if (rc == CUDA_SUCCESS && st != NULL && st->cap != NULL) {
+        st->cap->invalidated = 1;
+        rc = CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+    }
     pthread_mutex_unlock(&lock);
-    return rc;
+    return rc; /* nothing to upload */
 }
 
 EXPORT CUresult cuGraphUpload(CUgraphExec exec, CUstream s)

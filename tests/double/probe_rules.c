@@ -33,7 +33,7 @@
     X(cuThreadExchangeStreamCaptureMode) X(cuGraphCreate) X(cuGraphDestroy) X(cuGraphClone)    \
     X(cuGraphGetNodes) X(cuGraphInstantiateWithFlags) X(cuGraphInstantiate)                    \
     X(cuGraphExecDestroy) X(cuGraphLaunch) X(cuStreamWriteValue64_v2) X(cuStreamWriteValue32_v2) \
-    X(cuGraphAddKernelNode_v2) X(cuGetErrorName) X(cuDeviceGetAttribute)
+    X(cuGraphAddKernelNode_v2) X(cuGetErrorName) X(cuDeviceGetAttribute) X(cuGraphUpload) X(cuPointerGetAttribute)
 
 #define DECL(f) static __typeof__(f) *p_##f;
 FNS(DECL)
@@ -116,7 +116,7 @@ static CUstreamCaptureMode set_mode(CUstreamCaptureMode m)
 /* ---------------------------------------------------------------- other-thread actions */
 
 typedef struct {
-    int what; /* 0 memalloc, 1 end capture, 2 ctx sync, 3 stream sync */
+    int what; /* 0 memalloc, 1 end capture, 2 ctx sync, 3 stream sync, 4 launch */
     CUstreamCaptureMode mode;
     CUstream stream;
     CUresult rc;
@@ -139,6 +139,7 @@ static void *job_main(void *arg)
     case 1: j->graph = (CUgraph)0x1; j->rc = p_cuStreamEndCapture(j->stream, &j->graph); break;
     case 2: j->rc = p_cuCtxSynchronize(); break;
     case 3: j->rc = p_cuStreamSynchronize(j->stream); break;
+    case 4: j->rc = launch(j->stream); break;
     }
     return NULL;
 }
@@ -474,7 +475,6 @@ static void graph_kinds(void)
     static uint32_t host[64];
     CUgraph g;
     CUgraphExec e;
-    size_t n;
 
     p_cuMemAlloc_v2(&w, 256);
 #define KIND(label, call)                                                                   \
@@ -582,6 +582,169 @@ static void round2(void)
     p_cuStreamDestroy_v2(o);
 }
 
+/* Odds and ends: queries and work on invalidated captures, argument checks. */
+static void round3(void)
+{
+    CUstream s = mkstream(CU_STREAM_NON_BLOCKING);
+    CUdeviceptr w = 0, p = 0;
+    static uint32_t host[64];
+    CUstreamCaptureStatus st = 99;
+    cuuint64_t id = 12345;
+    CUgraph g = NULL, cg = NULL;
+    CUgraphExec e = NULL, e2 = NULL;
+    size_t n = 99;
+
+    p_cuMemAlloc_v2(&w, 256);
+    p_cuStreamBeginCapture_v2(s, CU_STREAM_CAPTURE_MODE_GLOBAL);
+    launch(s);
+    p_cuStreamEndCapture(s, &g);
+    p_cuGraphInstantiateWithFlags(&e, g, 0);
+
+    p_cuStreamBeginCapture_v2(s, CU_STREAM_CAPTURE_MODE_GLOBAL);
+    p_cuMemAlloc_v2(&p, 64);
+    SHOW("invalidated: capinfo v1", p_cuStreamGetCaptureInfo(s, &st, &id));
+    printf("%-58s %s id=%s\n", "  ", stname(st), id == 12345 ? "unset" : id == 0 ? "0" : "set");
+    cg = (CUgraph)0x1;
+    n = 99;
+    SHOW("invalidated: capinfo v2", p_cuStreamGetCaptureInfo_v2(s, &st, NULL, &cg, NULL, &n));
+    printf("%-58s graph=%s n=%zu\n", "  ", cg == (CUgraph)0x1 ? "unset" : cg ? "set" : "NULL", n);
+    SHOW("invalidated: writevalue64", p_cuStreamWriteValue64_v2(s, w, 1, 0));
+    SHOW("invalidated: memsetD32Async", p_cuMemsetD32Async(w, 1, 4, s));
+    SHOW("invalidated: HtoDAsync", p_cuMemcpyHtoDAsync_v2(w, host, 16, s));
+    SHOW("invalidated: graph launch", p_cuGraphLaunch(e, s));
+    finish(s, "invalidated");
+
+    p_cuStreamBeginCapture_v2(s, CU_STREAM_CAPTURE_MODE_RELAXED);
+    SHOW("R: graph launch into capture", p_cuGraphLaunch(e, s));
+    status("  status", s);
+    finish(s, "R graph launch");
+    p_cuStreamBeginCapture_v2(s, CU_STREAM_CAPTURE_MODE_GLOBAL);
+    SHOW("G: graph upload into capture", p_cuGraphUpload(e, s));
+    status("  status", s);
+    finish(s, "G upload");
+    p_cuStreamBeginCapture_v2(s, CU_STREAM_CAPTURE_MODE_GLOBAL);
+    launch(s);
+    p_cuStreamGetCaptureInfo_v2(s, &st, NULL, &cg, NULL, NULL);
+    SHOW("G: instantiate the graph being captured", p_cuGraphInstantiateWithFlags(&e2, cg, 0));
+    status("  status", s);
+    if (e2 != NULL)
+        p_cuGraphExecDestroy(e2);
+    SHOW("G: launch from other thread (GLOBAL)", other_thread(4, CU_STREAM_CAPTURE_MODE_GLOBAL, s, NULL));
+    status("  status", s);
+    finish(s, "G instantiate/launch");
+
+    SHOW("end capture legacy NULL", p_cuStreamEndCapture(NULL, &g));
+    SHOW("IsCapturing NULL status ptr", p_cuStreamIsCapturing(s, NULL));
+    SHOW("GetNodes NULL count", p_cuGraphGetNodes(g, NULL, NULL));
+    SHOW("GraphCreate flags 1", p_cuGraphCreate(&cg, 1));
+    SHOW("instantiate flags 0x100", p_cuGraphInstantiateWithFlags(&e2, g, 0x100));
+    SHOW("writevalue64 misaligned", p_cuStreamWriteValue64_v2(s, w + 4, 1, 0));
+    SHOW("writevalue32 misaligned", p_cuStreamWriteValue32_v2(s, w + 2, 1, 0));
+    SHOW("writevalue64 flags 2", p_cuStreamWriteValue64_v2(s, w, 1, 2));
+    SHOW("memsetD32Async misaligned", p_cuMemsetD32Async(w + 2, 1, 4, s));
+    SHOW("memsetD32Async beyond allocation", p_cuMemsetD32Async(w, 1, 1000, s));
+    SHOW("HtoDAsync beyond allocation", p_cuMemcpyHtoDAsync_v2(w + 200, host, 64, s));
+    SHOW("HtoDAsync NULL host", p_cuMemcpyHtoDAsync_v2(w, NULL, 64, s));
+    SHOW("sync", p_cuStreamSynchronize(s));
+    p_cuStreamBeginCapture_v2(s, CU_STREAM_CAPTURE_MODE_GLOBAL);
+    SHOW("capture: writevalue64 misaligned", p_cuStreamWriteValue64_v2(s, w + 4, 1, 0));
+    SHOW("capture: memsetD32Async beyond allocation", p_cuMemsetD32Async(w, 1, 1000, s));
+    SHOW("capture: HtoDAsync beyond allocation", p_cuMemcpyHtoDAsync_v2(w + 200, host, 64, s));
+    status("  status", s);
+    finish(s, "capture arg checks");
+    p_cuGraphExecDestroy(e);
+    p_cuGraphDestroy(g);
+    /* last: may poison the context */
+    SHOW("eager writevalue64 bad address", p_cuStreamWriteValue64_v2(s, 0x10, 7, 0));
+    SHOW("  sync", p_cuStreamSynchronize(s));
+}
+
+/* Which graph and stream calls a GLOBAL capture prohibits; thread mode values. */
+static void round4(void)
+{
+    CUstream s = mkstream(CU_STREAM_NON_BLOCKING), o = mkstream(CU_STREAM_NON_BLOCKING), t = NULL;
+    CUdeviceptr w = 0;
+    CUgraph g = NULL, g2 = NULL, c = NULL, cg = NULL, ge = NULL;
+    CUgraphExec e = NULL, e2 = NULL, e3 = NULL;
+    CUstreamCaptureStatus st;
+    CUstreamCaptureMode m;
+    size_t n = 0;
+    int dev = -1;
+    CUfunction f;
+    CUgraphNode node;
+    CUDA_KERNEL_NODE_PARAMS kp;
+    recap_fill_params_t fp;
+    void *args[] = {&fp};
+
+    /* (NULL crashes the real driver) */
+    m = (CUstreamCaptureMode)9;
+    SHOW("exchange 9", p_cuThreadExchangeStreamCaptureMode(&m));
+    m = CU_STREAM_CAPTURE_MODE_GLOBAL;
+    SHOW("exchange back", p_cuThreadExchangeStreamCaptureMode(&m));
+    printf("%-58s %d\n", "  previous mode", (int)m);
+
+    p_cuMemAlloc_v2(&w, 256);
+    p_cuStreamBeginCapture_v2(s, CU_STREAM_CAPTURE_MODE_GLOBAL);
+    launch(s);
+    p_cuStreamEndCapture(s, &g);
+    p_cuGraphInstantiateWithFlags(&e, g, 0);
+    p_cuGraphCreate(&g2, 0);
+    p_cuGraphInstantiateWithFlags(&e3, g2, 0);
+    memset(&fp, 0, sizeof(fp));
+    fp.dst = buf;
+    fp.n = 64;
+    memset(&kp, 0, sizeof(kp));
+    kp.func = fill;
+    kp.gridDimX = kp.gridDimY = kp.gridDimZ = 1;
+    kp.blockDimX = 32;
+    kp.blockDimY = kp.blockDimZ = 1;
+    kp.kernelParams = args;
+
+#define GC(label, call)                                                     \
+    do {                                                                    \
+        p_cuStreamBeginCapture_v2(s, CU_STREAM_CAPTURE_MODE_GLOBAL);        \
+        SHOW(label, call);                                                  \
+        status("  status", s);                                              \
+        finish(s, "  " label);                                              \
+    } while (0)
+    GC("G: instantiate unrelated graph", p_cuGraphInstantiateWithFlags(&e2, g, 0));
+    if (e2) p_cuGraphExecDestroy(e2);
+    GC("G: graph create", p_cuGraphCreate(&c, 0));
+    GC("G: graph clone", p_cuGraphClone(&cg, g));
+    GC("G: graph get nodes", p_cuGraphGetNodes(g, NULL, &n));
+    GC("G: add kernel node to unrelated graph", p_cuGraphAddKernelNode_v2(&node, g2, NULL, 0, &kp));
+    GC("G: graph destroy unrelated", p_cuGraphDestroy(c));
+    GC("G: exec destroy unrelated", p_cuGraphExecDestroy(e3));
+    GC("G: graph launch on other stream", p_cuGraphLaunch(e, o));
+    GC("G: graph upload on other stream", p_cuGraphUpload(e, o));
+    GC("G: stream create", p_cuStreamCreate(&t, CU_STREAM_NON_BLOCKING));
+    GC("G: stream destroy other", p_cuStreamDestroy_v2(t));
+    GC("G: pointer attribute", p_cuPointerGetAttribute(&dev, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, w));
+    GC("G: module get function", p_cuModuleGetFunction(&f, NULL, "x"));
+    GC("G: writevalue other stream", p_cuStreamWriteValue64_v2(o, w, 1, 0));
+    GC("G: memsetD32Async other stream", p_cuMemsetD32Async(w, 1, 4, o));
+    /* the graph being captured, relaxed */
+    p_cuStreamBeginCapture_v2(s, CU_STREAM_CAPTURE_MODE_RELAXED);
+    launch(s);
+    p_cuStreamGetCaptureInfo_v2(s, &st, NULL, &ge, NULL, NULL);
+    SHOW("R: instantiate the graph being captured", p_cuGraphInstantiateWithFlags(&e2, ge, 0));
+    status("  status", s);
+    if (e2) p_cuGraphExecDestroy(e2);
+    finish(s, "  R");
+    p_cuStreamBeginCapture_v2(s, CU_STREAM_CAPTURE_MODE_RELAXED);
+    SHOW("R: instantiate unrelated graph", p_cuGraphInstantiateWithFlags(&e2, g, 0));
+    status("  status", s);
+    if (e2) p_cuGraphExecDestroy(e2);
+    finish(s, "  R");
+    /* a memset node beyond its allocation */
+    p_cuStreamBeginCapture_v2(s, CU_STREAM_CAPTURE_MODE_GLOBAL);
+    p_cuMemsetD32Async(w, 1, 1000, s);
+    p_cuStreamEndCapture(s, &c);
+    SHOW("memset beyond allocation: instantiate", p_cuGraphInstantiateWithFlags(&e2, c, 0));
+    SHOW("memset beyond allocation: launch", p_cuGraphLaunch(e2, s));
+    SHOW("  sync", p_cuStreamSynchronize(s));
+}
+
 static void *read_file(const char *path)
 {
     FILE *f = fopen(path, "rb");
@@ -630,6 +793,16 @@ int main(int argc, char **argv)
         p_cuMemAlloc_v2(&buf, 4096) != CUDA_SUCCESS) {
         fprintf(stderr, "setup failed\n");
         return 2;
+    }
+    if (argc > 3 && strcmp(argv[3], "4") == 0) {
+        round4();
+        printf("done\n");
+        return 0;
+    }
+    if (argc > 3 && strcmp(argv[3], "3") == 0) {
+        round3();
+        printf("done\n");
+        return 0;
     }
     if (argc > 3 && strcmp(argv[3], "2") == 0) {
         round2();
