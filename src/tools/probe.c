@@ -1,0 +1,517 @@
+/*
+ * recap-probe: tells an engineer, before a long training job, what this machine's CUDA stack
+ * does with graph capture and RNG. The checks live in librecap (recap_probe_run); this tool
+ * prints them as a table or JSON, and runs commands under recap's preload hooks (--run).
+ * `recap-probe --help` is the manual.
+ */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <errno.h>
+#include <getopt.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "recap.h"
+
+#define EXIT_USAGE 2
+#define WIDTH 100   /* wrap column of the table and the manual */
+#define NAME_COL 16 /* the table's detail starts at NAME_COL + RESULT_COL */
+#define RESULT_COL 8
+
+extern char **environ;
+
+/* ---------------------------------------------------------------- output helpers */
+
+/* Prints text from column `col`, wrapping at spaces to WIDTH and indenting continuation lines
+ * to `indent`; ends the line. */
+static void wrapped(const char *text, int col, int indent)
+{
+    const char *p = text;
+
+    while (*p != '\0') {
+        int room = WIDTH - col, len = (int)strcspn(p, " ");
+
+        if (len > room && col > indent) {
+            printf("\n%*s", indent, "");
+            col = indent;
+            continue;
+        }
+        printf("%.*s", len, p);
+        col += len;
+        p += len;
+        if (*p == ' ') {
+            p++;
+            if (*p != '\0' && col + 1 + (int)strcspn(p, " ") <= WIDTH) {
+                putchar(' ');
+                col++;
+            } else if (*p != '\0') {
+                printf("\n%*s", indent, "");
+                col = indent;
+            }
+        }
+    }
+    putchar('\n');
+}
+
+/* A JSON string literal (UTF-8 passes through; control characters are escaped). */
+static void json_string(const char *s)
+{
+    putchar('"');
+    for (; *s != '\0'; s++) {
+        unsigned char c = (unsigned char)*s;
+
+        if (c == '"' || c == '\\')
+            printf("\\%c", c);
+        else if (c == '\n')
+            fputs("\\n", stdout);
+        else if (c == '\t')
+            fputs("\\t", stdout);
+        else if (c < 0x20)
+            printf("\\u%04x", c);
+        else
+            putchar(c);
+    }
+    putchar('"');
+}
+
+/* ---------------------------------------------------------------- the manual */
+
+static void help(void)
+{
+    const recap_probe_check_info_t *checks;
+    size_t i, n = 0;
+
+    recap_probe_checks(&checks, &n);
+    printf("RECAP-PROBE(1)\n\nNAME\n"
+           "    recap-probe - what this machine's CUDA stack does with graph capture and RNG\n\n"
+           "SYNOPSIS\n"
+           "    recap-probe [--json] [--check NAME]...\n"
+           "    recap-probe [--json] --run [--] COMMAND [ARG]...\n"
+           "    recap-probe --help | --version\n\nDESCRIPTION\n");
+    printf("    ");
+    wrapped("Runs recap's checks in this process, on the driver, runtime and devices a job "
+            "started here would get, and prints a table (check, result, detail) or, with "
+            "--json, one JSON document. Results are PASS, FAIL (the detail says why) or N/A "
+            "(not applicable: no CUDA driver, device, library or entry point). Without a GPU "
+            "or CUDA driver the device checks are N/A and the host checks still run.", 4, 4);
+    printf("\n    ");
+    wrapped("With --run, runs COMMAND with recap preloaded (LD_PRELOAD=the librecap.so this tool "
+            "uses, before any LD_PRELOAD already set) and RECAP_REPORT=a temporary file, waits "
+            "for it, and prints what recap saw in it by its exit: the interception front end, "
+            "captures, graphs drawing random numbers, their launches, launches that rewrote "
+            "device slots, generator states primed and RNG records still live.", 4, 4);
+    printf("\nOPTIONS\n"
+           "    --check NAME  Run only this check; repeat for more (default: all).\n"
+           "    --json        Print one JSON document instead of the table.\n"
+           "    --run         Run COMMAND under recap's preload hooks and report (see above).\n"
+           "    -h, --help    Print this manual.\n"
+           "    --version     Print recap's version and ABI.\n\nCHECKS\n");
+    for (i = 0; i < n; i++) {
+        printf("    %-16s", checks[i].name);
+        wrapped(checks[i].summary, 20, 20);
+    }
+    printf("\nENVIRONMENT\n"
+           "    RECAP_CUDA_DRIVER  The CUDA driver library to load instead of libcuda.so.1.\n"
+           "    RECAP_LOG          warn, info or debug: recap's log, on stderr.\n"
+           "    RECAP_PROBE_FAIL   Test only: checks to fail on purpose, comma-separated\n"
+           "                       (philox: flips a bit of one host-fill word).\n"
+           "\nEXIT STATUS\n"
+           "    0  every check passed or was not applicable\n"
+           "    1  a check failed (or the checks could not run)\n"
+           "    2  usage error (unknown option or check name)\n"
+           "    With --run: COMMAND's exit status; 128+N when a signal N ended it; 127 when it\n"
+           "    could not be started.\n"
+           "\nEXAMPLES\n"
+           "    recap-probe\n"
+           "    recap-probe --check philox --check replay\n"
+           "    recap-probe --json > probe.json\n"
+           "    recap-probe --run -- python train.py --steps 20\n");
+}
+
+static int usage_error(const char *fmt, const char *arg)
+{
+    fputs("recap-probe: ", stderr);
+    fprintf(stderr, fmt, arg);
+    fputs("\nTry 'recap-probe --help'.\n", stderr);
+    return EXIT_USAGE;
+}
+
+/* ---------------------------------------------------------------- the checks */
+
+static void print_table(const recap_probe_result_t *r, size_t n)
+{
+    static const char *const shown[] = {"PASS", "FAIL", "N/A"};
+    size_t i, counts[3] = {0, 0, 0};
+
+    printf("recap %s: %zu check%s\n\n%-*s%-*s%s\n", recap_version_string(), n, n == 1 ? "" : "s",
+           NAME_COL, "CHECK", RESULT_COL, "RESULT", "DETAIL");
+    for (i = 0; i < n; i++) {
+        counts[r[i].status]++;
+        printf("%-*s%-*s", NAME_COL, r[i].name, RESULT_COL, shown[r[i].status]);
+        wrapped(r[i].detail, NAME_COL + RESULT_COL, NAME_COL + RESULT_COL);
+    }
+    printf("\n%zu passed, %zu failed, %zu not applicable\n", counts[RECAP_PROBE_PASS],
+           counts[RECAP_PROBE_FAIL], counts[RECAP_PROBE_NA]);
+}
+
+static void print_json(const recap_probe_result_t *r, size_t n, int exit_status)
+{
+    size_t i, counts[3] = {0, 0, 0};
+
+    printf("{\"tool\":\"recap-probe\",\"version\":");
+    json_string(recap_version_string());
+    printf(",\"checks\":[");
+    for (i = 0; i < n; i++) {
+        counts[r[i].status]++;
+        printf("%s{\"name\":", i ? "," : "");
+        json_string(r[i].name);
+        printf(",\"result\":\"%s\",\"detail\":", recap_probe_status_name(r[i].status));
+        json_string(r[i].detail);
+        putchar('}');
+    }
+    printf("],\"passed\":%zu,\"failed\":%zu,\"not_applicable\":%zu,\"exit_status\":%d}\n",
+           counts[RECAP_PROBE_PASS], counts[RECAP_PROBE_FAIL], counts[RECAP_PROBE_NA],
+           exit_status);
+}
+
+static int run_checks(const char *only, int json)
+{
+    recap_probe_result_t *r;
+    size_t i, n;
+    int status = EXIT_SUCCESS;
+    recap_status_t st = recap_probe_run(only, &r, &n);
+
+    if (st == RECAP_ERR_NOT_FOUND)
+        return usage_error("%s", recap_last_error());
+    if (st != RECAP_OK) {
+        fprintf(stderr, "recap-probe: %s: %s\n", recap_strerror(st), recap_last_error());
+        return EXIT_FAILURE;
+    }
+    for (i = 0; i < n; i++)
+        if (r[i].status == RECAP_PROBE_FAIL)
+            status = EXIT_FAILURE;
+    if (json)
+        print_json(r, n, status);
+    else
+        print_table(r, n);
+    recap_probe_free(r);
+    return status;
+}
+
+/* ---------------------------------------------------------------- --run */
+
+#define MAX_FIELDS 32
+
+/* The report the library writes at exit: one flat JSON object, kept as raw key/value text. */
+typedef struct {
+    char key[MAX_FIELDS][64];
+    char value[MAX_FIELDS][256];
+    int n;
+} report_t;
+
+static const char *skip_ws(const char *p)
+{
+    while (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r')
+        p++;
+    return p;
+}
+
+/* Copies one JSON scalar (string with its quotes, number, true, false, null) as raw text;
+ * returns the position after it, or NULL when it is not one or does not fit. */
+static const char *scalar(const char *p, char *dst, size_t cap)
+{
+    const char *start = p;
+    size_t len;
+
+    if (*p == '"') {
+        for (p++; *p != '"'; p++)
+            if (*p == '\0' || (unsigned char)*p < 0x20 || (*p == '\\' && *++p == '\0'))
+                return NULL;
+        p++;
+    } else if (strncmp(p, "true", 4) == 0 || strncmp(p, "null", 4) == 0) {
+        p += 4;
+    } else if (strncmp(p, "false", 5) == 0) {
+        p += 5;
+    } else {
+        p += *p == '-';
+        if (*p < '0' || *p > '9')
+            return NULL;
+        p += strspn(p, "0123456789.eE+-");
+    }
+    len = (size_t)(p - start);
+    if (len >= cap)
+        return NULL;
+    memcpy(dst, start, len);
+    dst[len] = '\0';
+    return p;
+}
+
+static int parse_report(const char *text, report_t *r)
+{
+    const char *p = skip_ws(text);
+
+    r->n = 0;
+    if (*p++ != '{')
+        return -1;
+    p = skip_ws(p);
+    if (*p == '}')
+        return *skip_ws(p + 1) == '\0' ? 0 : -1;
+    for (;;) {
+        if (r->n == MAX_FIELDS || *p != '"' || (p = scalar(p, r->key[r->n], 64)) == NULL)
+            return -1;
+        p = skip_ws(p);
+        if (*p++ != ':' || (p = scalar(skip_ws(p), r->value[r->n], 256)) == NULL)
+            return -1;
+        r->n++;
+        p = skip_ws(p);
+        if (*p == '}')
+            return *skip_ws(p + 1) == '\0' ? 0 : -1;
+        if (*p++ != ',')
+            return -1;
+        p = skip_ws(p);
+    }
+}
+
+/* The librecap.so this tool runs with: the one to preload into the command. */
+static int library_path(char *buf, size_t len)
+{
+    void *sym = dlsym(RTLD_DEFAULT, "recap_probe_run");
+    Dl_info info;
+
+    if (sym == NULL || dladdr(sym, &info) == 0 || info.dli_fname == NULL)
+        return -1;
+    if (info.dli_fname[0] == '/' || realpath(info.dli_fname, buf) == NULL)
+        snprintf(buf, len, "%s", info.dli_fname);
+    return 0;
+}
+
+/* The environment with LD_PRELOAD (recap first) and RECAP_REPORT set. */
+static char **child_env(const char *lib, const char *report)
+{
+    const char *old = getenv("LD_PRELOAD");
+    size_t n = 0, k = 0;
+    char **env;
+
+    while (environ[n] != NULL)
+        n++;
+    env = calloc(n + 3, sizeof(*env));
+    if (env == NULL)
+        return NULL;
+    for (n = 0; environ[n] != NULL; n++)
+        if (strncmp(environ[n], "LD_PRELOAD=", 11) != 0 &&
+            strncmp(environ[n], "RECAP_REPORT=", 13) != 0)
+            env[k++] = environ[n];
+    if (asprintf(&env[k++], "LD_PRELOAD=%s%s%s", lib, old != NULL && *old ? ":" : "",
+                 old != NULL ? old : "") < 0 ||
+        asprintf(&env[k++], "RECAP_REPORT=%s", report) < 0)
+        return NULL;
+    return env;
+}
+
+/* Runs argv with env and waits, as system() does: the tool ignores ^C and ^\ meanwhile so the
+ * command gets them and the report is still printed. Returns the wait status, or -1. */
+static int run_and_wait(char **argv, char **env)
+{
+    struct sigaction ign = {.sa_handler = SIG_IGN}, old_int, old_quit;
+    int wstatus = -1;
+    pid_t pid;
+
+    sigemptyset(&ign.sa_mask);
+    sigaction(SIGINT, &ign, &old_int);
+    sigaction(SIGQUIT, &ign, &old_quit);
+    fflush(NULL);
+    pid = fork();
+    if (pid == 0) {
+        sigaction(SIGINT, &old_int, NULL);
+        sigaction(SIGQUIT, &old_quit, NULL);
+        execvpe(argv[0], argv, env);
+        fprintf(stderr, "recap-probe: cannot run %s: %s\n", argv[0], strerror(errno));
+        _exit(errno == ENOENT ? 127 : 126);
+    }
+    if (pid < 0)
+        fprintf(stderr, "recap-probe: fork: %s\n", strerror(errno));
+    while (pid > 0 && waitpid(pid, &wstatus, 0) < 0 && errno == EINTR)
+        ;
+    sigaction(SIGINT, &old_int, NULL);
+    sigaction(SIGQUIT, &old_quit, NULL);
+    return pid > 0 ? wstatus : -1;
+}
+
+/* The report's text (NUL-terminated, at most 64 KiB), or NULL when none was written. */
+static char *read_report(const char *path)
+{
+    FILE *f = fopen(path, "r");
+    char *text = calloc(1, 65536);
+    size_t len = 0;
+
+    if (f != NULL && text != NULL)
+        len = fread(text, 1, 65535, f);
+    if (f != NULL)
+        fclose(f);
+    if (len == 0) {
+        free(text);
+        return NULL;
+    }
+    return text;
+}
+
+static void print_run_table(char **argv, const char *lib, int code, int sig, const char *text,
+                            const report_t *r, int parsed)
+{
+    int i;
+
+    printf("\nrecap-probe: ");
+    for (i = 0; argv[i] != NULL; i++)
+        printf("%s%s", i ? " " : "", argv[i]);
+    if (sig)
+        printf(" was killed by signal %d (%s)\n", sig, strsignal(sig));
+    else
+        printf(" exited with status %d\n", code);
+    printf("preloaded: %s\n", lib);
+    if (text == NULL) {
+        printf("what recap saw: no report was written (the command did not load librecap, or "
+               "ended without running exit handlers: a signal, _exit)\n");
+        return;
+    }
+    if (!parsed) {
+        printf("what recap saw: an unreadable report:\n%s\n", text);
+        return;
+    }
+    printf("what recap saw by its exit:\n");
+    for (i = 0; i < r->n; i++) {
+        const char *v = r->value[i];
+        int len = (int)strlen(v);
+
+        if (v[0] == '"') /* strings shown without their quotes */
+            printf("  %-18s%.*s\n", r->key[i], len - 2, v + 1);
+        else
+            printf("  %-18s%s\n", r->key[i], v);
+    }
+}
+
+static void print_run_json(char **argv, const char *lib, int code, int sig, const char *text,
+                           int parsed)
+{
+    int i;
+
+    printf("{\"tool\":\"recap-probe\",\"command\":[");
+    for (i = 0; argv[i] != NULL; i++) {
+        printf("%s", i ? "," : "");
+        json_string(argv[i]);
+    }
+    printf("],\"library\":");
+    json_string(lib);
+    printf(",\"exit_status\":%d,\"signal\":%d,\"report\":%s", code, sig,
+           text != NULL && parsed ? text : "null");
+    if (text != NULL && !parsed) {
+        printf(",\"report_error\":");
+        json_string("unreadable report");
+    }
+    printf("}\n");
+}
+
+/* --run: the command's exit status, or 128 + the signal that ended it (as shells do). */
+static int run_command(char **argv, int json)
+{
+    char lib[PATH_MAX], report[PATH_MAX], *text, **env;
+    const char *tmp = getenv("TMPDIR");
+    int fd, wstatus, code = 0, sig = 0, parsed = 0;
+    size_t len;
+    report_t *r = calloc(1, sizeof(*r));
+
+    if (library_path(lib, sizeof(lib)) != 0) {
+        fprintf(stderr, "recap-probe: cannot find the librecap.so this tool uses\n");
+        return EXIT_FAILURE;
+    }
+    snprintf(report, sizeof(report), "%s/recap-report-XXXXXX", tmp != NULL && *tmp ? tmp : "/tmp");
+    fd = mkstemp(report);
+    if (fd < 0 || r == NULL || (env = child_env(lib, report)) == NULL) {
+        fprintf(stderr, "recap-probe: cannot prepare the report file %s: %s\n", report,
+                strerror(errno));
+        return EXIT_FAILURE;
+    }
+    close(fd);
+    wstatus = run_and_wait(argv, env);
+    if (wstatus == -1)
+        code = EXIT_FAILURE;
+    else if (WIFSIGNALED(wstatus))
+        sig = WTERMSIG(wstatus), code = 128 + sig;
+    else
+        code = WEXITSTATUS(wstatus);
+    text = read_report(report);
+    unlink(report);
+    for (len = text != NULL ? strlen(text) : 0; len > 0 && strchr(" \t\r\n", text[len - 1]);)
+        text[--len] = '\0'; /* the JSON document embeds it: no trailing newline */
+    parsed = text != NULL && parse_report(text, r) == 0;
+    if (json)
+        print_run_json(argv, lib, code, sig, text, parsed);
+    else
+        print_run_table(argv, lib, code, sig, text, r, parsed);
+    free(text);
+    free(r);
+    return code;
+}
+
+/* ---------------------------------------------------------------- main */
+
+/* Adds a --check name to the comma-separated list recap_probe_run takes. */
+static int add_check(char **only, const char *name)
+{
+    size_t have = *only != NULL ? strlen(*only) : 0;
+    char *grown;
+
+    if (*name == '\0')
+        return usage_error("%s", "--check needs a check name");
+    grown = realloc(*only, have + strlen(name) + 2);
+    if (grown == NULL)
+        return EXIT_FAILURE;
+    sprintf(grown + have, "%s%s", have ? "," : "", name);
+    *only = grown;
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    static const struct option opts[] = {
+        {"check", required_argument, NULL, 'c'}, {"json", no_argument, NULL, 'j'},
+        {"run", no_argument, NULL, 'r'},         {"help", no_argument, NULL, 'h'},
+        {"version", no_argument, NULL, 'V'},     {NULL, 0, NULL, 0},
+    };
+    char *only = NULL;
+    int c, json = 0, run = 0, rc;
+
+    opterr = 0; /* our own message, then exit status 2 */
+    /* "+": stop at the first non-option, so COMMAND's own options are left alone. */
+    while ((c = getopt_long(argc, argv, "+h", opts, NULL)) != -1) {
+        switch (c) {
+        case 'c':
+            if ((rc = add_check(&only, optarg)) != 0)
+                return rc;
+            break;
+        case 'j': json = 1; break;
+        case 'r': run = 1; break;
+        case 'h': help(); return EXIT_SUCCESS;
+        case 'V':
+            printf("recap-probe (recap %s, ABI %d.%d)\n", recap_version_string(),
+                   recap_abi_version() >> 16, recap_abi_version() & 0xffff);
+            return EXIT_SUCCESS;
+        default: return usage_error("bad option or missing argument: %s", argv[optind - 1]);
+        }
+    }
+    if (run && only != NULL)
+        return usage_error("%s", "--check and --run do not go together");
+    if (run && optind >= argc)
+        return usage_error("%s", "--run needs a COMMAND");
+    if (run)
+        return run_command(argv + optind, json);
+    if (optind < argc)
+        return usage_error("unexpected argument '%s'", argv[optind]);
+    rc = run_checks(only, json);
+    free(only);
+    return rc;
+}

@@ -1,0 +1,684 @@
+/*
+ * recap-probe, run as a subprocess the way an engineer runs it: without a CUDA driver (every
+ * device check not applicable, host checks pass, exit 0), against the CUDA test double in CI or
+ * the real driver on the GPU machine (driver and devices pass), --json parsed by a real JSON
+ * parser, --check, usage errors, forced failure, --run; and the library API behind it.
+ * Outcomes of GPU behaviour are not asserted here: they differ between the double and drivers.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+
+#include "testutil.h"
+
+/* ---------------------------------------------------------------- a small JSON parser */
+
+typedef enum { J_NULL, J_BOOL, J_NUM, J_STR, J_ARR, J_OBJ } jtype_t;
+
+typedef struct json {
+    jtype_t type;
+    double num;
+    int truth;
+    char *str;            /* J_STR */
+    size_t n;             /* J_ARR, J_OBJ: number of items */
+    char **keys;          /* J_OBJ */
+    struct json **items;  /* J_ARR, J_OBJ */
+} json_t;
+
+static json_t *jvalue(const char **p, int depth);
+
+static void jfree(json_t *j)
+{
+    size_t i;
+
+    if (j == NULL)
+        return;
+    for (i = 0; i < j->n; i++) {
+        if (j->keys != NULL)
+            free(j->keys[i]);
+        jfree(j->items[i]);
+    }
+    free(j->keys);
+    free(j->items);
+    free(j->str);
+    free(j);
+}
+
+static void jws(const char **p)
+{
+    while (**p == ' ' || **p == '\t' || **p == '\n' || **p == '\r')
+        (*p)++;
+}
+
+static int hex4(const char *s, unsigned *v)
+{
+    int i;
+
+    *v = 0;
+    for (i = 0; i < 4; i++) {
+        char c = s[i];
+        unsigned d = c >= '0' && c <= '9' ? (unsigned)(c - '0')
+                     : c >= 'a' && c <= 'f' ? (unsigned)(c - 'a' + 10)
+                     : c >= 'A' && c <= 'F' ? (unsigned)(c - 'A' + 10) : 16u;
+        if (d == 16)
+            return -1;
+        *v = *v << 4 | d;
+    }
+    return 0;
+}
+
+/* A string literal at *p (which is at the opening quote); escapes decoded (\u as UTF-8). */
+static char *jstring(const char **p)
+{
+    const char *s = *p + 1;
+    char *out = malloc(strlen(s) * 3 + 1), *o = out;
+    unsigned u;
+
+    for (; *s != '"'; s++) {
+        if ((unsigned char)*s < 0x20) /* includes the end of the text */
+            goto bad;
+        if (*s != '\\') {
+            *o++ = *s;
+            continue;
+        }
+        switch (*++s) {
+        case '"': case '\\': case '/': *o++ = *s; break;
+        case 'b': *o++ = '\b'; break;
+        case 'f': *o++ = '\f'; break;
+        case 'n': *o++ = '\n'; break;
+        case 'r': *o++ = '\r'; break;
+        case 't': *o++ = '\t'; break;
+        case 'u':
+            if (hex4(s + 1, &u) != 0)
+                goto bad;
+            s += 4;
+            if (u < 0x80) {
+                *o++ = (char)u;
+            } else if (u < 0x800) {
+                *o++ = (char)(0xc0 | u >> 6);
+                *o++ = (char)(0x80 | (u & 0x3f));
+            } else {
+                *o++ = (char)(0xe0 | u >> 12);
+                *o++ = (char)(0x80 | (u >> 6 & 0x3f));
+                *o++ = (char)(0x80 | (u & 0x3f));
+            }
+            break;
+        default: goto bad;
+        }
+    }
+    *o = '\0';
+    *p = s + 1;
+    return out;
+bad:
+    free(out);
+    return NULL;
+}
+
+/* -?(0|[1-9][0-9]*)(.[0-9]+)?([eE][+-]?[0-9]+)? */
+static int jnumber(const char **p, double *v)
+{
+    const char *s = *p, *start = s;
+
+    s += *s == '-';
+    if (*s == '0')
+        s++;
+    else if (*s >= '1' && *s <= '9')
+        s += strspn(s, "0123456789");
+    else
+        return -1;
+    if (*s == '.') {
+        if (s[1] < '0' || s[1] > '9')
+            return -1;
+        s += 1 + strspn(s + 1, "0123456789");
+    }
+    if (*s == 'e' || *s == 'E') {
+        s += 1 + (s[1] == '+' || s[1] == '-');
+        if (*s < '0' || *s > '9')
+            return -1;
+        s += strspn(s, "0123456789");
+    }
+    *v = strtod(start, NULL);
+    *p = s;
+    return 0;
+}
+
+static int jpush(json_t *j, char *key, json_t *item)
+{
+    j->items = realloc(j->items, (j->n + 1) * sizeof(*j->items));
+    if (j->type == J_OBJ)
+        j->keys = realloc(j->keys, (j->n + 1) * sizeof(*j->keys));
+    if (j->items == NULL || (j->type == J_OBJ && j->keys == NULL))
+        return -1;
+    if (j->type == J_OBJ)
+        j->keys[j->n] = key;
+    j->items[j->n++] = item;
+    return 0;
+}
+
+/* An array or object at *p (at its opening bracket). */
+static json_t *jcontainer(const char **p, int depth, json_t *j)
+{
+    char close = j->type == J_OBJ ? '}' : ']', *key = NULL;
+    json_t *item;
+
+    (*p)++;
+    jws(p);
+    if (**p == close) {
+        (*p)++;
+        return j;
+    }
+    for (;;) {
+        if (j->type == J_OBJ) {
+            if (**p != '"' || (key = jstring(p)) == NULL)
+                goto bad;
+            jws(p);
+            if (*(*p)++ != ':')
+                goto bad;
+        }
+        if ((item = jvalue(p, depth + 1)) == NULL || jpush(j, key, item) != 0)
+            goto bad;
+        key = NULL;
+        jws(p);
+        if (**p == close) {
+            (*p)++;
+            return j;
+        }
+        if (*(*p)++ != ',')
+            goto bad;
+        jws(p);
+    }
+bad:
+    free(key);
+    jfree(j);
+    return NULL;
+}
+
+static json_t *jvalue(const char **p, int depth)
+{
+    json_t *j = calloc(1, sizeof(*j));
+
+    jws(p);
+    if (j == NULL || depth > 64)
+        goto bad;
+    if (**p == '{' || **p == '[') {
+        j->type = **p == '{' ? J_OBJ : J_ARR;
+        return jcontainer(p, depth, j);
+    }
+    if (**p == '"') {
+        j->type = J_STR;
+        if ((j->str = jstring(p)) == NULL)
+            goto bad;
+    } else if (strncmp(*p, "true", 4) == 0 || strncmp(*p, "false", 5) == 0) {
+        j->type = J_BOOL;
+        j->truth = **p == 't';
+        *p += j->truth ? 4 : 5;
+    } else if (strncmp(*p, "null", 4) == 0) {
+        *p += 4;
+    } else {
+        j->type = J_NUM;
+        if (jnumber(p, &j->num) != 0)
+            goto bad;
+    }
+    return j;
+bad:
+    jfree(j);
+    return NULL;
+}
+
+/* The whole text as one JSON document (trailing white space allowed), or NULL. */
+static json_t *json_parse(const char *text)
+{
+    const char *p = text;
+    json_t *j = jvalue(&p, 0);
+
+    jws(&p);
+    if (j != NULL && *p != '\0') {
+        jfree(j);
+        return NULL;
+    }
+    return j;
+}
+
+static const json_t *jget(const json_t *obj, const char *key)
+{
+    size_t i;
+
+    ck_assert_msg(obj != NULL && obj->type == J_OBJ, "not an object (looking for %s)", key);
+    for (i = 0; i < obj->n; i++)
+        if (strcmp(obj->keys[i], key) == 0)
+            return obj->items[i];
+    ck_abort_msg("no member \"%s\"", key);
+    return NULL;
+}
+
+static const char *jstr(const json_t *obj, const char *key)
+{
+    const json_t *v = jget(obj, key);
+
+    ck_assert_msg(v->type == J_STR, "\"%s\" is not a string", key);
+    return v->str;
+}
+
+static double jnum(const json_t *obj, const char *key)
+{
+    const json_t *v = jget(obj, key);
+
+    ck_assert_msg(v->type == J_NUM, "\"%s\" is not a number", key);
+    return v->num;
+}
+
+/* ---------------------------------------------------------------- running the tool */
+
+#define NO_DRIVER "RECAP_CUDA_DRIVER=/nonexistent"
+
+/* The checks that need no GPU: they must pass everywhere. */
+static int host_check(const char *name)
+{
+    return strcmp(name, "hooks") == 0 || strcmp(name, "philox") == 0;
+}
+
+static const char *tool(void)
+{
+    const char *t = getenv("RECAP_PROBE_TOOL");
+
+    return t != NULL && *t != '\0' ? t : "src/tools/recap-probe";
+}
+
+/* Runs the tool through the shell, with `env` (assignments or "") before it; returns what it
+ * printed on stdout (and stderr too when `merge`) and its exit status. */
+static char *probe(const char *env, const char *args, int merge, int *status_p)
+{
+    char cmd[1024];
+    size_t len = 0, cap = 1 << 16;
+    char *out = malloc(cap);
+    FILE *f;
+    int ws;
+
+    snprintf(cmd, sizeof(cmd), "%s %s %s %s", env, tool(), args, merge ? "2>&1" : "2>/dev/null");
+    f = popen(cmd, "r");
+    ck_assert_msg(f != NULL && out != NULL, "cannot run %s", cmd);
+    while (!feof(f) && !ferror(f)) {
+        if (len + 4096 >= cap)
+            ck_assert_ptr_nonnull(out = realloc(out, cap *= 2));
+        len += fread(out + len, 1, cap - len - 1, f);
+    }
+    out[len] = '\0';
+    ws = pclose(f);
+    ck_assert_msg(ws != -1 && WIFEXITED(ws), "%s did not exit", cmd);
+    *status_p = WEXITSTATUS(ws); /* a crash shows as 128 + signal: no assertion expects that */
+    return out;
+}
+
+/* Runs the tool with --json and parses what it printed. */
+static json_t *probe_json(const char *env, const char *args, int *status_p)
+{
+    char full[512];
+    char *out;
+    json_t *doc;
+
+    snprintf(full, sizeof(full), "--json %s", args);
+    out = probe(env, full, 0, status_p);
+    doc = json_parse(out);
+    ck_assert_msg(doc != NULL && doc->type == J_OBJ, "not a JSON object:\n%s", out);
+    free(out);
+    return doc;
+}
+
+static const json_t *checks_of(const json_t *doc)
+{
+    const json_t *c = jget(doc, "checks");
+
+    ck_assert_int_eq(c->type, J_ARR);
+    return c;
+}
+
+static const json_t *check_named(const json_t *doc, const char *name)
+{
+    const json_t *c = checks_of(doc);
+    size_t i;
+
+    for (i = 0; i < c->n; i++)
+        if (strcmp(jstr(c->items[i], "name"), name) == 0)
+            return c->items[i];
+    ck_abort_msg("no check named %s", name);
+    return NULL;
+}
+
+static void table_of_checks(const recap_probe_check_info_t **checks, size_t *n)
+{
+    ck_assert_ok(recap_probe_checks(checks, n));
+    ck_assert_uint_ge(*n, 9);
+}
+
+/* ---------------------------------------------------------------- without a driver */
+
+START_TEST(without_driver_device_checks_are_not_applicable_and_host_checks_pass)
+{
+    const recap_probe_check_info_t *checks;
+    size_t i, n;
+    int status;
+    json_t *doc = probe_json(NO_DRIVER, "", &status);
+
+    table_of_checks(&checks, &n);
+    ck_assert_int_eq(status, 0);
+    ck_assert_int_eq((int)jnum(doc, "exit_status"), 0);
+    ck_assert_int_eq((int)jnum(doc, "failed"), 0);
+    for (i = 0; i < n; i++) {
+        const json_t *c = check_named(doc, checks[i].name);
+
+        if (host_check(checks[i].name)) {
+            ck_assert_msg(strcmp(jstr(c, "result"), "pass") == 0, "%s: %s: %s", checks[i].name,
+                          jstr(c, "result"), jstr(c, "detail"));
+        } else {
+            ck_assert_msg(strcmp(jstr(c, "result"), "na") == 0, "%s is %s", checks[i].name,
+                          jstr(c, "result"));
+            ck_assert_msg(strstr(jstr(c, "detail"), "not applicable: no CUDA driver") != NULL,
+                          "%s: %s", checks[i].name, jstr(c, "detail"));
+        }
+    }
+    ck_assert_int_eq((int)jnum(doc, "passed"), 2);
+    ck_assert_int_eq((int)jnum(doc, "not_applicable"), (int)n - 2);
+    jfree(doc);
+}
+END_TEST
+
+START_TEST(without_driver_philox_runs_its_host_parts)
+{
+    int status;
+    json_t *doc = probe_json(NO_DRIVER, "--check philox", &status);
+    const char *detail = jstr(check_named(doc, "philox"), "detail");
+
+    ck_assert_int_eq(status, 0);
+    ck_assert_ptr_nonnull(strstr(detail, "Random123 known answers 3/3"));
+    ck_assert_ptr_nonnull(strstr(detail, "host fill = reference"));
+    ck_assert_ptr_nonnull(strstr(detail, "device: not applicable (no CUDA driver)"));
+    jfree(doc);
+}
+END_TEST
+
+START_TEST(without_driver_table_shows_every_check_and_exits_0)
+{
+    const recap_probe_check_info_t *checks;
+    size_t i, n;
+    int status;
+    char *out = probe(NO_DRIVER, "", 0, &status);
+
+    table_of_checks(&checks, &n);
+    ck_assert_int_eq(status, 0);
+    ck_assert_ptr_nonnull(strstr(out, "CHECK"));
+    for (i = 0; i < n; i++)
+        ck_assert_msg(strstr(out, checks[i].name) != NULL, "%s missing:\n%s", checks[i].name, out);
+    ck_assert_ptr_nonnull(strstr(out, "N/A     not applicable: no CUDA driver"));
+    ck_assert_ptr_nonnull(strstr(out, " 0 failed"));
+    free(out);
+}
+END_TEST
+
+/* ---------------------------------------------------------------- JSON and --check */
+
+START_TEST(json_lists_every_check_once_in_table_order)
+{
+    const recap_probe_check_info_t *checks;
+    const json_t *c;
+    size_t i, n;
+    int status;
+    json_t *doc = probe_json(NO_DRIVER, "", &status);
+
+    table_of_checks(&checks, &n);
+    c = checks_of(doc);
+    ck_assert_uint_eq(c->n, n);
+    for (i = 0; i < n; i++) {
+        const char *result = jstr(c->items[i], "result");
+
+        ck_assert_str_eq(jstr(c->items[i], "name"), checks[i].name);
+        ck_assert_msg(strcmp(result, "pass") == 0 || strcmp(result, "fail") == 0 ||
+                      strcmp(result, "na") == 0, "result %s", result);
+        ck_assert_uint_gt(strlen(jstr(c->items[i], "detail")), 0);
+    }
+    ck_assert_str_eq(jstr(doc, "tool"), "recap-probe");
+    ck_assert_str_eq(jstr(doc, "version"), recap_version_string());
+    jfree(doc);
+}
+END_TEST
+
+START_TEST(check_option_runs_that_check_only)
+{
+    int status;
+    json_t *doc = probe_json(NO_DRIVER, "--check philox", &status);
+
+    ck_assert_int_eq(status, 0);
+    ck_assert_uint_eq(checks_of(doc)->n, 1);
+    ck_assert_str_eq(jstr(checks_of(doc)->items[0], "name"), "philox");
+    ck_assert_str_eq(jstr(checks_of(doc)->items[0], "result"), "pass");
+    jfree(doc);
+}
+END_TEST
+
+START_TEST(repeated_check_options_run_each_once_in_table_order)
+{
+    int status;
+    json_t *doc = probe_json(NO_DRIVER, "--check replay --check philox --check replay", &status);
+
+    ck_assert_int_eq(status, 0);
+    ck_assert_uint_eq(checks_of(doc)->n, 2);
+    ck_assert_str_eq(jstr(checks_of(doc)->items[0], "name"), "philox");
+    ck_assert_str_eq(jstr(checks_of(doc)->items[1], "name"), "replay");
+    jfree(doc);
+}
+END_TEST
+
+START_TEST(forced_philox_failure_exits_1)
+{
+    int status;
+    json_t *doc = probe_json(NO_DRIVER " RECAP_PROBE_FAIL=philox", "--check philox", &status);
+    const json_t *c = check_named(doc, "philox");
+
+    ck_assert_int_eq(status, 1);
+    ck_assert_str_eq(jstr(c, "result"), "fail");
+    ck_assert_ptr_nonnull(strstr(jstr(c, "detail"), "host fill DIFFERS at word"));
+    ck_assert_int_eq((int)jnum(doc, "exit_status"), 1);
+    ck_assert_int_eq((int)jnum(doc, "failed"), 1);
+    jfree(doc);
+}
+END_TEST
+
+/* ---------------------------------------------------------------- usage */
+
+START_TEST(unknown_check_exits_2_naming_the_checks)
+{
+    int status;
+    char *out = probe(NO_DRIVER, "--check no-such-check", 1, &status);
+
+    ck_assert_int_eq(status, 2);
+    ck_assert_ptr_nonnull(strstr(out, "unknown check 'no-such-check'"));
+    ck_assert_ptr_nonnull(strstr(out, "philox"));
+    free(out);
+}
+END_TEST
+
+START_TEST(bad_usage_exits_2)
+{
+    static const char *const bad[] = {"--no-such-option", "--check", "stray-argument", "-x",
+                                      "--run", "--check philox --run -- true"};
+    size_t i;
+    int status;
+
+    for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        char *out = probe(NO_DRIVER, bad[i], 1, &status);
+
+        ck_assert_msg(status == 2, "'%s' exited %d", bad[i], status);
+        ck_assert_msg(strstr(out, "recap-probe --help") != NULL, "'%s': %s", bad[i], out);
+        free(out);
+    }
+}
+END_TEST
+
+START_TEST(help_exits_0_and_describes_every_check)
+{
+    const recap_probe_check_info_t *checks;
+    size_t i, n;
+    int status;
+    char *out = probe(NO_DRIVER, "--help", 0, &status);
+
+    table_of_checks(&checks, &n);
+    ck_assert_int_eq(status, 0);
+    for (i = 0; i < n; i++)
+        ck_assert_msg(strstr(out, checks[i].name) != NULL, "--help lacks %s", checks[i].name);
+    ck_assert_ptr_nonnull(strstr(out, "SYNOPSIS"));
+    ck_assert_ptr_nonnull(strstr(out, "EXIT STATUS"));
+    ck_assert_ptr_nonnull(strstr(out, "RECAP_PROBE_FAIL"));
+    ck_assert_ptr_nonnull(strstr(out, "--run"));
+    free(out);
+}
+END_TEST
+
+/* ---------------------------------------------------------------- with a driver */
+
+/* RECAP_CUDA_DRIVER as the suite runs: the test double in CI, the real driver on the GPU
+ * machine. What the other checks find there differs; they must just report, not crash. */
+START_TEST(with_driver_driver_and_devices_pass)
+{
+    int status, version;
+    json_t *doc;
+    const json_t *c;
+    size_t i, failed = 0;
+
+    if (recap_driver_version(&version) != RECAP_OK)
+        return; /* run by hand without RECAP_CUDA_DRIVER on a machine without a GPU */
+    doc = probe_json("", "", &status);
+    ck_assert_msg(strcmp(jstr(check_named(doc, "driver"), "result"), "pass") == 0, "driver: %s",
+                  jstr(check_named(doc, "driver"), "detail"));
+    ck_assert_msg(strcmp(jstr(check_named(doc, "devices"), "result"), "pass") == 0, "devices: %s",
+                  jstr(check_named(doc, "devices"), "detail"));
+    ck_assert_ptr_nonnull(strstr(jstr(check_named(doc, "devices"), "detail"), "0: "));
+    c = checks_of(doc);
+    for (i = 0; i < c->n; i++)
+        failed += strcmp(jstr(c->items[i], "result"), "fail") == 0;
+    ck_assert_int_eq(status, failed > 0);
+    ck_assert_int_eq((int)jnum(doc, "failed"), (int)failed);
+    jfree(doc);
+}
+END_TEST
+
+/* ---------------------------------------------------------------- --run */
+
+START_TEST(run_exits_with_the_command_status)
+{
+    int status;
+    char *out = probe("", "--run -- sh -c 'exit 3'", 0, &status);
+
+    ck_assert_int_eq(status, 3);
+    ck_assert_ptr_nonnull(strstr(out, "exited with status 3"));
+    free(out);
+    out = probe("", "--run /nonexistent/command", 1, &status);
+    ck_assert_int_eq(status, 127);
+    ck_assert_ptr_nonnull(strstr(out, "cannot run /nonexistent/command"));
+    free(out);
+}
+END_TEST
+
+/* The command sees librecap first in LD_PRELOAD, before what was there, and a report path. */
+START_TEST(run_preloads_recap_before_existing_preloads)
+{
+    int status;
+    char *out = probe("LD_PRELOAD=libm.so.6",
+                      "--run -- sh -c 'echo \"child:$LD_PRELOAD|$RECAP_REPORT|\"'", 0, &status);
+    char *line = strstr(out, "child:"), *bar;
+
+    ck_assert_int_eq(status, 0);
+    ck_assert_ptr_nonnull(line);
+    bar = strchr(line, '|');
+    ck_assert_ptr_nonnull(bar);
+    ck_assert_msg(strstr(line, "librecap.so") != NULL && strstr(line, "librecap.so") < bar, "%s",
+                  line);
+    ck_assert_msg(strncmp(bar - 10, ":libm.so.6|", 11) == 0, "%s", line);
+    ck_assert_msg(bar[1] == '/' && strchr(bar + 1, '|') > bar + 2, "no report path: %s", line);
+    free(out);
+}
+END_TEST
+
+/* A command that exits normally leaves the report the library writes at exit; --json embeds
+ * it as an object. */
+START_TEST(run_reports_what_recap_saw)
+{
+    static const char *const fields[] = {"hooks", "captures", "graphs_with_rng", "launches",
+                                         "slot_writes", "states_primed", "live_records"};
+    int status;
+    json_t *doc = probe_json("", "--run -- true", &status);
+    const json_t *report = jget(doc, "report"), *cmd = jget(doc, "command");
+    size_t i;
+
+    ck_assert_int_eq(status, 0);
+    ck_assert_int_eq((int)jnum(doc, "exit_status"), 0);
+    ck_assert_int_eq(cmd->type, J_ARR);
+    ck_assert_uint_eq(cmd->n, 1);
+    ck_assert_ptr_nonnull(strstr(jstr(doc, "library"), "librecap"));
+    ck_assert_msg(report->type == J_OBJ, "no report");
+    for (i = 0; i < sizeof(fields) / sizeof(fields[0]); i++)
+        jget(report, fields[i]);
+    ck_assert_int_eq((int)jnum(report, "captures"), 0);
+    jfree(doc);
+}
+END_TEST
+
+/* ---------------------------------------------------------------- the library API */
+
+START_TEST(api_rejects_unknown_names_and_runs_nothing)
+{
+    recap_probe_result_t *r = (recap_probe_result_t *)0x1;
+    size_t n = 77;
+
+    ck_assert_status(recap_probe_run("philox,no-such", &r, &n), RECAP_ERR_NOT_FOUND);
+    ck_assert_ptr_eq(r, (recap_probe_result_t *)0x1);
+    ck_assert_uint_eq(n, 77);
+    ck_assert_ptr_nonnull(strstr(recap_last_error(), "no-such"));
+    ck_assert_status(recap_probe_run(NULL, NULL, &n), RECAP_ERR_INVALID_ARG);
+    ck_assert_status(recap_probe_run(NULL, &r, NULL), RECAP_ERR_INVALID_ARG);
+    ck_assert_status(recap_probe_checks(NULL, &n), RECAP_ERR_INVALID_ARG);
+    ck_assert_ok(recap_probe_free(NULL));
+}
+END_TEST
+
+START_TEST(api_runs_a_named_check_once)
+{
+    recap_probe_result_t *r;
+    size_t n;
+
+    ck_assert_ok(recap_probe_run("philox,,philox", &r, &n));
+    ck_assert_uint_eq(n, 1);
+    ck_assert_str_eq(r[0].name, "philox");
+    ck_assert_msg(r[0].status == RECAP_PROBE_PASS, "%s", r[0].detail);
+    ck_assert_ptr_nonnull(strstr(r[0].detail, "Random123 known answers 3/3"));
+    ck_assert_ok(recap_probe_free(r));
+    ck_assert_str_eq(recap_probe_status_name(RECAP_PROBE_PASS), "pass");
+    ck_assert_str_eq(recap_probe_status_name(RECAP_PROBE_FAIL), "fail");
+    ck_assert_str_eq(recap_probe_status_name(RECAP_PROBE_NA), "na");
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("probe");
+    TCase *tc = tcase_create("probe");
+
+    tcase_set_timeout(tc, 120); /* the whole tool against a real GPU loads cuRAND and cudart */
+    tcase_add_test(tc, without_driver_device_checks_are_not_applicable_and_host_checks_pass);
+    tcase_add_test(tc, without_driver_philox_runs_its_host_parts);
+    tcase_add_test(tc, without_driver_table_shows_every_check_and_exits_0);
+    tcase_add_test(tc, json_lists_every_check_once_in_table_order);
+    tcase_add_test(tc, check_option_runs_that_check_only);
+    tcase_add_test(tc, repeated_check_options_run_each_once_in_table_order);
+    tcase_add_test(tc, forced_philox_failure_exits_1);
+    tcase_add_test(tc, unknown_check_exits_2_naming_the_checks);
+    tcase_add_test(tc, bad_usage_exits_2);
+    tcase_add_test(tc, help_exits_0_and_describes_every_check);
+    tcase_add_test(tc, with_driver_driver_and_devices_pass);
+    tcase_add_test(tc, run_exits_with_the_command_status);
+    tcase_add_test(tc, run_preloads_recap_before_existing_preloads);
+    tcase_add_test(tc, run_reports_what_recap_saw);
+    tcase_add_test(tc, api_rejects_unknown_names_and_runs_nothing);
+    tcase_add_test(tc, api_runs_a_named_check_once);
+    suite_add_tcase(s, tc);
+    return tu_run(s);
+}
