@@ -71,6 +71,7 @@ static const struct {
     DRV_EXTRA(cuGraphUpload, "cuGraphUpload"),
     DRV_EXTRA(cuStreamBeginCaptureToGraph, "cuStreamBeginCaptureToGraph"),
     DRV_EXTRA(cuGraphConditionalHandleCreate, "cuGraphConditionalHandleCreate"),
+    DRV_EXTRA(cuMemsetD32Async, "cuMemsetD32Async"),
 };
 
 static void driver_load(void)

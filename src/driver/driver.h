@@ -62,6 +62,7 @@ typedef struct recap_driver {
                                             const CUgraphEdgeData *, size_t, CUstreamCaptureMode);
     CUresult (*cuGraphConditionalHandleCreate)(CUgraphConditionalHandle *, CUgraph, CUcontext,
                                                unsigned int, unsigned int);
+    CUresult (*cuMemsetD32Async)(CUdeviceptr, unsigned int, size_t, CUstream);
 } recap_driver_t;
 
 /* The driver, when it has the capture and graph API; RECAP_ERR_UNSUPPORTED otherwise. */
