@@ -31,8 +31,8 @@ static const struct {
       "that stream began a capture"}, GATE_DEVICE, recap__probe_captured_event},
     {{"graph-features", "capture-to-graph, conditional nodes, device-side graph launch and graph "
       "upload"}, GATE_DEVICE, recap__probe_graph_features},
-    {{"philox", "Philox4x32-10 against Random123's known answers, the host fill against the "
-      "formula, the device fill and cuRAND against the host fill"}, GATE_NONE,
+    {{"philox", "Philox4x32-10 against Random123's known answers; the host fill, the device "
+      "fill and cuRAND against the word layout computed from Philox"}, GATE_NONE,
      recap__probe_philox},
     {{"replay", "a captured RNG graph launched K times draws what K eager runs draw, fresh numbers "
       "each launch"}, GATE_DEVICE, recap__probe_replay},

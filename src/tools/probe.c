@@ -104,9 +104,13 @@ static void help(void)
             "uses, before any LD_PRELOAD already set) and RECAP_REPORT=a temporary file, waits "
             "for it, and prints what recap saw in it by its exit: the interception front end, "
             "captures, graphs drawing random numbers, their launches, launches that rewrote "
-            "device slots, generator states primed and RNG records still live.", 4, 4);
+            "device slots, generator states primed and RNG records still live. The command's "
+            "own output goes where it would; recap-probe's comes after it (with --json, as the "
+            "last line). Every process that loads librecap writes the report at its exit, so "
+            "for a command that starts others the last one to exit is shown.", 4, 4);
     printf("\nOPTIONS\n"
-           "    --check NAME  Run only this check; repeat for more (default: all).\n"
+           "    --check NAME  Run only this check; repeat, or give NAME,NAME..., for more\n"
+           "                  (default: all).\n"
            "    --json        Print one JSON document instead of the table.\n"
            "    --run         Run COMMAND under recap's preload hooks and report (see above).\n"
            "    -h, --help    Print this manual.\n"
@@ -383,14 +387,15 @@ static void print_run_table(char **argv, const char *lib, int code, int sig, con
         return;
     }
     printf("what recap saw by its exit:\n");
-    for (i = 0; i < r->n; i++) {
-        const char *v = r->value[i];
-        int len = (int)strlen(v);
+    for (i = 0; i < r->n; i++) { /* keys and string values shown without their quotes */
+        const char *k = r->key[i], *v = r->value[i];
+        int klen = (int)strlen(k) - 2, vlen = (int)strlen(v);
 
-        if (v[0] == '"') /* strings shown without their quotes */
-            printf("  %-18s%.*s\n", r->key[i], len - 2, v + 1);
+        printf("  %.*s%*s", klen, k + 1, klen < 18 ? 18 - klen : 1, "");
+        if (v[0] == '"')
+            printf("%.*s\n", vlen - 2, v + 1);
         else
-            printf("  %-18s%s\n", r->key[i], v);
+            printf("%s\n", v);
     }
 }
 
