@@ -11,47 +11,51 @@
  * every device check says the same thing, in the same words, on a machine without a GPU. */
 enum gate { GATE_NONE, GATE_DRIVER, GATE_DEVICE };
 
+/* What each check is (public, recap_probe_checks hands this array out) ... */
+static const recap_probe_check_info_t infos[] = {
+    {"driver", "CUDA driver and runtime (libcudart) versions; the driver must be at least as new "
+     "as the runtime"},
+    {"devices", "each device's name, compute capability and memory, and whether recap's kernels "
+     "load on it"},
+    {"hooks", "which interception front end reports this process's captures, and whether CUPTI is "
+     "free or held by another subscriber"},
+    {"registration", "whether generators need explicit registration for captures (a draw on an "
+     "unregistered generator inside a private capture)"},
+    {"capture-modes", "an empty stream capture on a private stream in global, thread-local and "
+     "relaxed mode"},
+    {"captured-event", "the captured-event hazard: an event recorded on a stream, queried after "
+     "that stream began a capture"},
+    {"graph-features", "capture-to-graph, conditional nodes, device-side graph launch and graph "
+     "upload"},
+    {"philox", "Philox4x32-10 against Random123's known answers; the host fill, the device fill "
+     "and cuRAND against the word layout computed from Philox"},
+    {"replay", "a captured RNG graph launched K times draws what K eager runs draw, fresh numbers "
+     "each launch"},
+};
+
+/* ... and how it runs, in the same order. */
 static const struct {
-    recap_probe_check_info_t info;
     enum gate gate;
     void (*run)(recap_probe_out_t *out);
 } checks[] = {
-    {{"driver", "CUDA driver and runtime (libcudart) versions; the driver must be at least as new "
-      "as the runtime"}, GATE_NONE, recap__probe_driver},
-    {{"devices", "each device's name, compute capability and memory, and whether recap's kernels "
-      "load on it"}, GATE_DRIVER, recap__probe_devices},
-    {{"hooks", "which interception front end reports this process's captures, and whether CUPTI "
-      "is free or held by another subscriber"}, GATE_NONE, recap__probe_hooks},
-    {{"registration", "whether generators need explicit registration for captures (a draw on an "
-      "unregistered generator inside a private capture)"}, GATE_DEVICE,
-     recap__probe_registration},
-    {{"capture-modes", "an empty stream capture on a private stream in global, thread-local and "
-      "relaxed mode"}, GATE_DEVICE, recap__probe_capture_modes},
-    {{"captured-event", "the captured-event hazard: an event recorded on a stream, queried after "
-      "that stream began a capture"}, GATE_DEVICE, recap__probe_captured_event},
-    {{"graph-features", "capture-to-graph, conditional nodes, device-side graph launch and graph "
-      "upload"}, GATE_DEVICE, recap__probe_graph_features},
-    {{"philox", "Philox4x32-10 against Random123's known answers; the host fill, the device "
-      "fill and cuRAND against the word layout computed from Philox"}, GATE_NONE,
-     recap__probe_philox},
-    {{"replay", "a captured RNG graph launched K times draws what K eager runs draw, fresh numbers "
-      "each launch"}, GATE_DEVICE, recap__probe_replay},
+    {GATE_NONE, recap__probe_driver},
+    {GATE_DRIVER, recap__probe_devices},
+    {GATE_NONE, recap__probe_hooks},
+    {GATE_DEVICE, recap__probe_registration},
+    {GATE_DEVICE, recap__probe_capture_modes},
+    {GATE_DEVICE, recap__probe_captured_event},
+    {GATE_DEVICE, recap__probe_graph_features},
+    {GATE_NONE, recap__probe_philox},
+    {GATE_DEVICE, recap__probe_replay},
 };
 
 #define NCHECKS (sizeof(checks) / sizeof(checks[0]))
-
-static recap_probe_check_info_t check_infos[NCHECKS];
+_Static_assert(sizeof(infos) / sizeof(infos[0]) == NCHECKS, "one info per check");
 
 recap_status_t recap_probe_checks(const recap_probe_check_info_t **checks_p, size_t *count_p)
 {
-    size_t i;
-
     RECAP_CHECK_ARG(checks_p != NULL && count_p != NULL, "checks_p or count_p is NULL");
-    /* A copy laid out as a plain array (the table carries the gate and function too); every
-     * caller writes the same values, so concurrent first calls are harmless. */
-    for (i = 0; i < NCHECKS; i++)
-        check_infos[i] = checks[i].info;
-    *checks_p = check_infos;
+    *checks_p = infos;
     *count_p = NCHECKS;
     return RECAP_OK;
 }
@@ -71,7 +75,7 @@ static int check_index(const char *name, size_t len)
     size_t i;
 
     for (i = 0; i < NCHECKS; i++)
-        if (strlen(checks[i].info.name) == len && memcmp(checks[i].info.name, name, len) == 0)
+        if (strlen(infos[i].name) == len && memcmp(infos[i].name, name, len) == 0)
             return (int)i;
     return -1;
 }
@@ -95,7 +99,7 @@ static recap_status_t select_checks(const char *only, int selected[NCHECKS])
             if (idx < 0) {
                 for (i = 0; i < NCHECKS; i++)
                     snprintf(known + strlen(known), sizeof(known) - strlen(known), "%s%s",
-                             i ? ", " : "", checks[i].info.name);
+                             i ? ", " : "", infos[i].name);
                 return recap__fail(RECAP_ERR_NOT_FOUND, "unknown check '%.*s' (checks: %s)",
                                    (int)(end - p), p, known);
             }
@@ -150,7 +154,7 @@ static recap_status_t pack(recap_probe_out_t *outs, const int *selected, size_t 
         if (!selected[i])
             continue;
         memcpy(text, outs[i].detail, outs[i].len + 1);
-        res[k].name = checks[i].info.name;
+        res[k].name = infos[i].name;
         res[k].status = outs[i].status;
         res[k].detail = text;
         text += outs[i].len + 1;
