@@ -568,6 +568,66 @@ START_TEST(value_mode_fork_with_new_seed_fails_the_capture)
 }
 END_TEST
 
+/* Priming allocates device slots while another thread's global-mode capture is open: recap does
+ * it under the relaxed capture mode, so that capture survives and replays correctly. (An
+ * allocation in the global mode would invalidate it: tests/test_double.c shows the rule.) */
+typedef struct {
+    recap_generator_h gen;
+    void *buf;
+    recap_stream_t s;
+    recap_graph_t g;
+    recap_status_t end;
+    pthread_barrier_t *bar;
+} global_cap_t;
+
+static void *global_capture_thread(void *arg)
+{
+    global_cap_t *c = arg;
+
+    recap_stream_begin_capture(c->s, RECAP_CAPTURE_GLOBAL);
+    recap_generator_fill_u32(c->gen, c->s, c->buf, 1000);
+    pthread_barrier_wait(c->bar); /* the other thread primes now */
+    pthread_barrier_wait(c->bar);
+    c->end = recap_stream_end_capture(c->s, &c->g);
+    return NULL;
+}
+
+START_TEST(priming_during_another_threads_global_capture_keeps_it_valid)
+{
+    pthread_barrier_t bar;
+    pthread_t th;
+    global_cap_t c = {0};
+    recap_generator_h late;
+    recap_stream_t s2;
+    recap_capture_stats_t a, b;
+
+    pthread_barrier_init(&bar, NULL, 2);
+    c.bar = &bar;
+    ck_assert_ok(recap_generator_create(0, &c.gen));
+    ck_assert_ok(recap_device_alloc(0, 4000, &c.buf));
+    ck_assert_ok(recap_stream_create(0, &c.s));
+    ck_assert_ok(recap_stream_create(0, &s2));
+    pthread_create(&th, NULL, global_capture_thread, &c);
+    pthread_barrier_wait(&bar);
+    ck_assert_ok(recap_capture_stats(&a));
+    ck_assert_ok(recap_generator_create(0, &late)); /* a new state: priming must allocate */
+    ck_assert_ok(recap_capture_will_begin(s2, RECAP_CAPTURE_GLOBAL));
+    ck_assert_ok(recap_capture_stats(&b));
+    ck_assert_uint_ge(b.states_primed - a.states_primed, 1);
+    pthread_barrier_wait(&bar);
+    pthread_join(th, NULL);
+    ck_assert_status(c.end, RECAP_OK);
+    ck_assert_ptr_nonnull(c.g);
+    ck_assert_ok(recap_graph_destroy(c.g));
+    ck_assert_ok(recap_generator_destroy(late));
+    ck_assert_ok(recap_generator_destroy(c.gen));
+    ck_assert_ok(recap_device_free(0, c.buf));
+    ck_assert_ok(recap_stream_destroy(c.s));
+    ck_assert_ok(recap_stream_destroy(s2));
+    pthread_barrier_destroy(&bar);
+}
+END_TEST
+
 START_TEST(needs_registration_without_hooks)
 {
     int needs = -1;
@@ -597,6 +657,7 @@ int main(void)
     tcase_add_test(tc, snapshot_restore_inside_capture_redraws_the_forward);
     tcase_add_test(tc, graph_safe_forks_inside_capture_replay_like_eager);
     tcase_add_test(tc, value_mode_fork_with_new_seed_fails_the_capture);
+    tcase_add_test(tc, priming_during_another_threads_global_capture_keeps_it_valid);
     tcase_add_test(tc, needs_registration_without_hooks);
     suite_add_tcase(s, tc);
     return tu_run(s);
