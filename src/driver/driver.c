@@ -91,10 +91,8 @@ static void driver_load(void)
     }
     for (i = 0; i < sizeof(driver_syms) / sizeof(driver_syms[0]); i++) {
         *driver_syms[i].slot = recap__dlsym(lib, driver_syms[i].name);
-        if (*driver_syms[i].slot == NULL && driver_syms[i].optional) {
-            driver.has_graphs = 0;
+        if (*driver_syms[i].slot == NULL && driver_syms[i].optional)
             continue;
-        }
         if (*driver_syms[i].slot == NULL) {
             snprintf(driver_why, sizeof(driver_why), "%s lacks %s", path, driver_syms[i].name);
             return; /* the handle stays open: unloading a driver is never worth the risk */
