@@ -163,10 +163,19 @@ void *recap__hooks_real_driver(const char *name)
     return lib != NULL ? recap__dlsym(lib, name) : NULL;
 }
 
+static recap_hooks_t current_front_end(void)
+{
+    /* A preloaded recap reports from its first interposed call; say so before that call too. */
+    if (__atomic_load_n(&active, __ATOMIC_ACQUIRE) == RECAP_HOOKS_NONE &&
+        recap__hooks_preload_enabled())
+        recap__hooks_claim(RECAP_HOOKS_PRELOAD);
+    return (recap_hooks_t)__atomic_load_n(&active, __ATOMIC_ACQUIRE);
+}
+
 recap_status_t recap_hooks_active(recap_hooks_t *hooks_p)
 {
     RECAP_CHECK_ARG(hooks_p != NULL, "hooks_p is NULL");
-    *hooks_p = (recap_hooks_t)__atomic_load_n(&active, __ATOMIC_ACQUIRE);
+    *hooks_p = current_front_end();
     return RECAP_OK;
 }
 
@@ -195,7 +204,7 @@ __attribute__((destructor)) static void write_report(void)
         return;
     fprintf(f, "{\"hooks\":\"%s\",\"captures\":%llu,\"graphs_with_rng\":%llu,\"launches\":%llu,"
             "\"slot_writes\":%llu,\"states_primed\":%llu,\"live_records\":%llu}\n",
-            recap_hooks_name((recap_hooks_t)__atomic_load_n(&active, __ATOMIC_ACQUIRE)),
+            recap_hooks_name(current_front_end()),
             (unsigned long long)s.captures, (unsigned long long)s.graphs_with_rng,
             (unsigned long long)s.launches, (unsigned long long)s.slot_writes,
             (unsigned long long)s.states_primed, (unsigned long long)s.live_records);
