@@ -94,6 +94,11 @@ __global__ void draw_args(recap_philox_args_t a, uint32_t *out, int n, int k)
 }
 
 static int passed, total;
+// RECAP_GPU_QUICK: fewer and smaller cases, for runs under compute-sanitizer.
+static int quick(void)
+{
+    return getenv("RECAP_GPU_QUICK") != NULL;
+}
 static void report(bool ok, const char *what)
 {
     total++;
@@ -103,7 +108,7 @@ static void report(bool ok, const char *what)
 
 static void check_curand_init(void)
 {
-    const int n = 1 << 16, k = 11;
+    const int n = quick() ? 1 << 10 : 1 << 16, k = 11;
     std::vector<triple> t(n);
     for (int i = 0; i < n; i++) {
         t[i].seed = rnd();
@@ -138,9 +143,9 @@ static void check_fills(void)
     CKRECAP(recap_generator_create(0, &g));
     CKR(curandCreateGenerator(&cg, CURAND_RNG_PSEUDO_PHILOX4_32_10));
     int bad = 0, trials = 0;
-    for (int trial = 0; trial < 30; trial++) {
+    for (int trial = 0; trial < (quick() ? 4 : 30); trial++) {
         static const size_t edges[] = {1, 3, 4, 5, 262143, 262145, 1000003, 4u << 20};
-        size_t n = trial % 3 == 0 ? edges[rnd() % 8] : 1 + rnd() % 3000000;
+        size_t n = trial % 3 == 0 ? edges[rnd() % 8] : 1 + rnd() % (quick() ? 300000 : 3000000);
         uint64_t seed = rnd(), off = trial % 2 ? 4 * (rnd() % 100000) : 4 * (rnd() >> 24);
         int kind = trial % 3;
         size_t es = kind == 2 ? 8 : 4;
