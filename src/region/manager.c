@@ -1,0 +1,159 @@
+/*
+ * The manager (CheckpointWithoutOutputManager): regions whose outputs feed one another are
+ * released together and rebuilt together, in forward order, by a single trigger, so a region's
+ * rebuild reads inputs its predecessor has already rebuilt.
+ */
+#include "config.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/error.h"
+#include "region/region.h"
+
+recap_status_t recap_manager_create(const recap_host_ops_t *ops, void *host,
+                                    recap_manager_h *mgr_p)
+{
+    recap_manager_h m;
+
+    RECAP_CHECK_ARG(ops != NULL && mgr_p != NULL, "NULL argument");
+    m = calloc(1, sizeof(*m));
+    if (m == NULL)
+        return recap__fail(RECAP_ERR_NO_MEMORY, "manager");
+    m->ops = ops;
+    m->host = host;
+    *mgr_p = m;
+    return RECAP_OK;
+}
+
+static void let_go(recap_manager_h m)
+{
+    size_t i;
+
+    for (i = 0; i < m->n; i++)
+        m->regions[i]->manager = NULL;
+    m->n = 0;
+    m->released = 0;
+}
+
+recap_status_t recap_manager_destroy(recap_manager_h mgr)
+{
+    RECAP_CHECK_ARG(mgr != NULL, "manager is NULL");
+    recap__trigger_disarm(mgr->ops, mgr->host, &mgr->trigger);
+    let_go(mgr);
+    free(mgr->regions);
+    free(mgr);
+    return RECAP_OK;
+}
+
+static recap_status_t check_add(recap_manager_h m, recap_region_h r)
+{
+    if (r->manager == m)
+        return recap__fail(RECAP_ERR_EXISTS, "region already added to this manager");
+    if (r->manager != NULL)
+        return recap__fail(RECAP_ERR_INVALID_ARG, "region belongs to another manager");
+    if (r->rec.ops != m->ops || r->rec.host != m->host)
+        return recap__fail(RECAP_ERR_INVALID_ARG, "region of another host than the manager's");
+    if (r->state != RECAP_REGION_NEW && r->state != RECAP_REGION_RECORDED)
+        return recap__fail(RECAP_ERR_STATE, "only regions not yet released can be added");
+    if (m->released)
+        return recap__fail(RECAP_ERR_STATE, "manager released its regions and awaits their "
+                                            "rebuild");
+    return RECAP_OK;
+}
+
+recap_status_t recap__manager_add(recap_manager_h m, recap_region_h r)
+{
+    recap_status_t st = check_add(m, r);
+    recap_region_h *grown;
+
+    if (st != RECAP_OK)
+        return st;
+    if (m->n == m->cap) {
+        grown = realloc(m->regions, (m->cap ? 2 * m->cap : 8) * sizeof(*grown));
+        if (grown == NULL)
+            return recap__fail(RECAP_ERR_NO_MEMORY, "manager's region list");
+        m->regions = grown;
+        m->cap = m->cap ? 2 * m->cap : 8;
+    }
+    m->regions[m->n++] = r;
+    r->manager = m;
+    return RECAP_OK;
+}
+
+recap_status_t recap_manager_add(recap_manager_h mgr, recap_region_h region)
+{
+    RECAP_CHECK_ARG(mgr != NULL, "manager is NULL");
+    RECAP_CHECK_ARG(region != NULL, "region is NULL");
+    return recap__manager_add(mgr, region);
+}
+
+void recap__manager_forget(recap_manager_h m, recap_region_h r)
+{
+    size_t i;
+
+    for (i = 0; i < m->n && m->regions[i] != r; i++)
+        ;
+    if (i == m->n)
+        return;
+    memmove(&m->regions[i], &m->regions[i + 1], (m->n - i - 1) * sizeof(m->regions[0]));
+    m->n--;
+    r->manager = NULL;
+}
+
+recap_status_t recap_manager_count(recap_manager_h mgr, size_t *count_p)
+{
+    RECAP_CHECK_ARG(mgr != NULL && count_p != NULL, "NULL argument");
+    *count_p = mgr->n;
+    return RECAP_OK;
+}
+
+static recap_status_t on_trigger(void *arg)
+{
+    recap_manager_h m = arg;
+
+    return m->released ? recap_manager_rebuild(m) : RECAP_OK;
+}
+
+recap_status_t recap_manager_release(recap_manager_h mgr, recap_buffer_t trigger)
+{
+    recap_status_t st;
+    size_t i;
+
+    RECAP_CHECK_ARG(mgr != NULL, "manager is NULL");
+    if (mgr->released)
+        return recap__fail(RECAP_ERR_STATE, "manager already released its regions");
+    for (i = 0; i < mgr->n; i++) {
+        st = recap__region_expect(mgr->regions[i], RECAP_REGION_RECORDED, "manager release");
+        if (st != RECAP_OK)
+            return st;
+    }
+    /* The previous step's trigger must not rebuild this step's regions. */
+    recap__trigger_disarm(mgr->ops, mgr->host, &mgr->trigger);
+    st = recap__trigger_arm(mgr->ops, mgr->host, trigger, on_trigger, mgr, &mgr->trigger);
+    if (st != RECAP_OK)
+        return st;
+    mgr->released = 1;
+    for (i = 0; i < mgr->n; i++)
+        if ((st = recap__region_release(mgr->regions[i])) != RECAP_OK)
+            return st;
+    return RECAP_OK;
+}
+
+recap_status_t recap_manager_rebuild(recap_manager_h mgr)
+{
+    recap_status_t st;
+    size_t i;
+
+    RECAP_CHECK_ARG(mgr != NULL, "manager is NULL");
+    if (!mgr->released)
+        return recap__fail(RECAP_ERR_STATE, "manager rebuild before its release");
+    for (i = 0; i < mgr->n; i++) {
+        if (mgr->regions[i]->state != RECAP_REGION_RELEASED)
+            continue; /* rebuilt by a call that failed further on */
+        if ((st = recap__region_rebuild(mgr->regions[i])) != RECAP_OK)
+            return st;
+    }
+    let_go(mgr);
+    return RECAP_OK;
+}

@@ -1,0 +1,125 @@
+/*
+ * Regions without output: creation, recording, the end of their lifecycle and their queries.
+ * Release and rebuild have files of their own.
+ */
+#include "config.h"
+
+#include <stdlib.h>
+
+#include "base/error.h"
+#include "region/region.h"
+
+static const char *state_name(recap_region_state_t s)
+{
+    static const char *const names[] = {"NEW", "RECORDED", "RELEASED", "REBUILT", "DONE"};
+
+    return (unsigned)s < 5 ? names[s] : "?";
+}
+
+recap_status_t recap__region_expect(recap_region_h r, recap_region_state_t want,
+                                    const char *what)
+{
+    if (r->state == want)
+        return RECAP_OK;
+    return recap__fail(RECAP_ERR_STATE, "%s of a %s region (needs %s)", what,
+                       state_name(r->state), state_name(want));
+}
+
+recap_status_t recap_region_create(const recap_region_params_t *params, recap_region_h *region_p)
+{
+    recap_region_h r;
+    recap_status_t st;
+
+    RECAP_CHECK_ARG(region_p != NULL, "region_p is NULL");
+    RECAP_CHECK_ARG(params != NULL, "params is NULL");
+    RECAP_CHECK_ARG((params->flags & ~(uint32_t)(RECAP_REGION_RETAIN_INPUTS |
+                                                 RECAP_REGION_NO_CONTEXT)) == 0,
+                    "flags 0x%x: regions take RECAP_REGION_RETAIN_INPUTS and "
+                    "RECAP_REGION_NO_CONTEXT only", params->flags);
+    r = calloc(1, sizeof(*r));
+    if (r == NULL)
+        return recap__fail(RECAP_ERR_NO_MEMORY, "region");
+    st = recap__rec_init(&r->rec, params, RECAP__NEED_RELEASE);
+    if (st == RECAP_OK && params->manager != NULL)
+        st = recap__manager_add(params->manager, r);
+    if (st != RECAP_OK) {
+        free(r);
+        return st;
+    }
+    r->state = RECAP_REGION_NEW;
+    *region_p = r;
+    return RECAP_OK;
+}
+
+recap_status_t recap_region_destroy(recap_region_h region)
+{
+    RECAP_CHECK_ARG(region != NULL, "region is NULL");
+    recap__trigger_disarm(region->rec.ops, region->rec.host, &region->trigger);
+    if (region->manager != NULL)
+        recap__manager_forget(region->manager, region);
+    recap__rec_fini(&region->rec);
+    free(region);
+    return RECAP_OK;
+}
+
+recap_status_t recap_region_record(recap_region_h region, recap_signature_h sig, recap_func_t fn,
+                                   const recap_value_t *args, size_t nargs)
+{
+    recap_buffer_t bufs[RECAP_MAX_ARGS];
+    recap_status_t st;
+
+    RECAP_CHECK_ARG(region != NULL, "region is NULL");
+    st = recap__region_expect(region, RECAP_REGION_NEW, "record");
+    if (st == RECAP_OK)
+        st = recap__rec_prepare(&region->rec, sig, fn, args, nargs);
+    if (st != RECAP_OK)
+        return st;
+    st = recap__rec_first(&region->rec);
+    if (st == RECAP_OK && !region->rec.plain) {
+        recap__region_note_outputs(region);
+        recap__rec_buffers(&region->rec, bufs);
+        st = recap__rec_save(&region->rec, bufs);
+    }
+    if (st != RECAP_OK) {
+        recap__rec_unprepare(&region->rec);
+        return st;
+    }
+    region->state = RECAP_REGION_RECORDED;
+    return RECAP_OK;
+}
+
+recap_status_t recap_region_finish(recap_region_h region)
+{
+    recap_status_t st;
+
+    RECAP_CHECK_ARG(region != NULL, "region is NULL");
+    st = recap__region_expect(region, RECAP_REGION_REBUILT, "finish");
+    if (st != RECAP_OK)
+        return st;
+    recap__trigger_disarm(region->rec.ops, region->rec.host, &region->trigger);
+    region->state = RECAP_REGION_DONE;
+    return RECAP_OK;
+}
+
+recap_status_t recap_region_state(recap_region_h region, recap_region_state_t *state_p)
+{
+    RECAP_CHECK_ARG(region != NULL && state_p != NULL, "NULL argument");
+    *state_p = region->state;
+    return RECAP_OK;
+}
+
+recap_status_t recap_region_is_plain(recap_region_h region, int *plain_p)
+{
+    RECAP_CHECK_ARG(region != NULL && plain_p != NULL, "NULL argument");
+    if (region->state == RECAP_REGION_NEW)
+        return recap__fail(RECAP_ERR_STATE, "a region is known to be plain once recorded");
+    *plain_p = region->rec.plain;
+    return RECAP_OK;
+}
+
+recap_status_t recap_region_return_value(recap_region_h region, recap_value_t *value_p)
+{
+    RECAP_CHECK_ARG(region != NULL && value_p != NULL, "NULL argument");
+    *value_p = region->rec.ret;
+    return RECAP_OK;
+}

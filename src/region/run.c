@@ -1,0 +1,84 @@
+/*
+ * Running a region's function: the first run and the recompute, with what surrounds each (the
+ * recompute context, the host's recording mode, the per-thread "is checkpointing" flag) and the
+ * RNG snapshots that make the recompute draw what the first run drew.
+ */
+#include "config.h"
+
+#include "base/error.h"
+#include "region/region.h"
+
+static recap_status_t set_recording(recap__rec_t *r, int enable, int *prev_p)
+{
+    recap_status_t st = r->ops->set_recording(r->host, enable, prev_p);
+
+    return st == RECAP_OK ? st : recap__host_fail(st, "set_recording", -1);
+}
+
+recap_status_t recap__run(recap__rec_t *r, recap_pass_t pass, int recording,
+                          const recap_buffer_t *bufs)
+{
+    int use_ctx = r->ops->context_enter != NULL && !(r->flags & RECAP_REGION_NO_CONTEXT);
+    int set = recording >= 0 && r->ops->set_recording != NULL;
+    recap_status_t st = RECAP_OK, st2;
+    void *ctx = NULL;
+    int prev = 0, ignored;
+
+    if (use_ctx) {
+        st = r->ops->context_enter(r->host, pass, &ctx);
+        if (st != RECAP_OK)
+            return recap__host_fail(st, "context_enter", -1);
+    }
+    if (set)
+        st = set_recording(r, recording, &prev);
+    if (st == RECAP_OK) {
+        recap__checkpointing_enter();
+        st = recap__call_invoke(r, bufs);
+        recap__checkpointing_leave();
+        if (set && (st2 = set_recording(r, prev, &ignored)) != RECAP_OK && st == RECAP_OK)
+            st = st2;
+    }
+    if (use_ctx && (st2 = r->ops->context_exit(r->host, ctx)) != RECAP_OK && st == RECAP_OK)
+        st = recap__host_fail(st2, "context_exit", -1);
+    return st;
+}
+
+recap_status_t recap__rec_first(recap__rec_t *r)
+{
+    recap_buffer_t bufs[RECAP_MAX_ARGS];
+    recap_status_t st;
+
+    recap__rec_buffers(r, bufs);
+    if (r->plain)
+        return recap__run(r, RECAP_PASS_FIRST, -1, bufs);
+    if (r->tracker != NULL) {
+        st = r->fwd != NULL ? RECAP_OK : recap__snap_get(&r->fwd);
+        if (st == RECAP_OK)
+            st = recap_snapshot_take(r->tracker, r->fwd);
+        if (st != RECAP_OK)
+            return st;
+    }
+    return recap__run(r, RECAP_PASS_FIRST, 0, bufs);
+}
+
+recap_status_t recap__rec_recompute(recap__rec_t *r, const recap_buffer_t *bufs)
+{
+    recap_snapshot_h now;
+    recap_status_t st, st2;
+
+    if (r->tracker == NULL)
+        return recap__run(r, RECAP_PASS_RECOMPUTE, 1, bufs);
+    st = recap__snap_get(&now);
+    if (st != RECAP_OK)
+        return st;
+    st = recap_snapshot_take(r->tracker, now);
+    if (st == RECAP_OK)
+        st = recap_snapshot_restore(r->tracker, r->fwd);
+    if (st == RECAP_OK) { /* (a failed restore changed nothing) */
+        st = recap__run(r, RECAP_PASS_RECOMPUTE, 1, bufs);
+        st2 = recap_snapshot_restore(r->tracker, now);
+        st = st != RECAP_OK ? st : st2;
+    }
+    recap__snap_put(now);
+    return st;
+}
