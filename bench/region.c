@@ -56,13 +56,45 @@ static void noop(const void *x, void *y, uint64_t n, float a, void *p)
 /* ---------------------------------------------------------------- a host that does nothing */
 
 static char null_storage[64];
-static recap_status_t null_arg(void *h, recap_buffer_t b, void **arg_p) { *arg_p = null_storage; return RECAP_OK; }
-static recap_status_t null_alloc(void *h, recap_buffer_t l, recap_buffer_t *b) { *b = null_storage; return RECAP_OK; }
-static recap_status_t null_buf(void *h, recap_buffer_t b) { return RECAP_OK; }
-static recap_status_t null_share(void *h, recap_buffer_t d, recap_buffer_t s) { return RECAP_OK; }
-static recap_status_t null_save(void *h, recap_buffer_t b, void **s) { *s = b; return RECAP_OK; }
-static recap_status_t null_load(void *h, void *s, recap_buffer_t *b) { *b = s; return RECAP_OK; }
-static recap_status_t null_drop(void *h, void *s) { return RECAP_OK; }
+
+static recap_status_t null_arg(void *h, recap_buffer_t b, void **arg_p)
+{
+    *arg_p = null_storage;
+    return RECAP_OK;
+}
+
+static recap_status_t null_alloc(void *h, recap_buffer_t like, recap_buffer_t *b)
+{
+    *b = null_storage;
+    return RECAP_OK;
+}
+
+static recap_status_t null_buf(void *h, recap_buffer_t b)
+{
+    return RECAP_OK;
+}
+
+static recap_status_t null_share(void *h, recap_buffer_t d, recap_buffer_t s)
+{
+    return RECAP_OK;
+}
+
+static recap_status_t null_save(void *h, recap_buffer_t b, void **s)
+{
+    *s = b;
+    return RECAP_OK;
+}
+
+static recap_status_t null_load(void *h, void *s, recap_buffer_t *b)
+{
+    *b = s;
+    return RECAP_OK;
+}
+
+static recap_status_t null_drop(void *h, void *s)
+{
+    return RECAP_OK;
+}
 
 static const recap_host_ops_t null_ops = {
     .buffer_arg = null_arg, .alloc_like = null_alloc, .free_buffer = null_buf,

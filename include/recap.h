@@ -438,7 +438,11 @@ RECAP_API const char *recap_probe_status_name(recap_probe_status_t status);
  * the first run and restores it for the recompute, so the recompute draws exactly what the first
  * run drew; the state current before the recompute is restored afterwards. Inside a capture on a
  * graph-safe tracker the snapshots are capture-relative, so the recompute redraws the forward's
- * numbers on every replay.
+ * numbers on every replay. Release and rebuild inside a capture call the host's storage
+ * operations there, so its allocator must be capture-safe: memory a captured kernel writes must
+ * outlive the graph (PyTorch's graph pools do this; the plain host does with
+ * RECAP_PLAIN_KEEP_FREED) and allocating there must be allowed (for the plain host's device
+ * buffers: a capture in relaxed mode).
  *
  * Thread safety: a region, checkpoint or manager is used from one thread at a time; signatures
  * are immutable once created and may be shared between threads.

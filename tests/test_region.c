@@ -258,6 +258,35 @@ START_TEST(a_trigger_buffer_without_gradient_arms_nothing)
 }
 END_TEST
 
+START_TEST(a_host_without_triggers_is_rebuilt_explicitly)
+{
+    probe_t p;
+    recap_host_ops_t ops;
+    recap_buffer_t trig;
+
+    probe_init(&p, 0, 1);
+    ops = *p.rig.ops;
+    ops.add_trigger = NULL;
+    ops.remove_trigger = NULL;
+    ck_assert_ok(recap_region_destroy(p.r));
+    p.rig.params.ops = &ops;
+    ck_assert_ok(recap_region_create(&p.rig.params, &p.r));
+    trig = rr_fbuf(&p.rig, 1, 1, 0);
+    probe_record(&p);
+    ck_assert_status(recap_region_release(p.r, trig), RECAP_ERR_INVALID_ARG);
+    ck_assert_ptr_nonnull(strstr(recap_last_error(), "add_trigger"));
+    assert_state(p.r, RECAP_REGION_RECORDED);
+    ck_assert_ptr_nonnull(rr_data(p.y)); /* nothing released */
+    ck_assert_ok(recap_region_release(p.r, NULL));
+    ck_assert_ok(recap_region_rebuild(p.r));
+    assert_probe_output(&p);
+    ops.remove_trigger = p.rig.ops->remove_trigger; /* one of the pair only */
+    ck_assert_status(recap_region_create(&p.rig.params, &p.r), RECAP_ERR_INVALID_ARG);
+    ck_assert_ok(recap_plain_buffer_destroy(trig));
+    probe_free(&p);
+}
+END_TEST
+
 /* Every step but the next one is refused, with a message, and changes nothing. */
 static void assert_refused(probe_t *p, recap_region_state_t at, int record, int release,
                            int rebuild, int finish)
@@ -688,6 +717,7 @@ int main(void)
     tcase_add_test(tc, inputs_are_read_back_exactly_once);
     tcase_add_test(tc, the_first_trigger_rebuilds_and_later_ones_do_nothing);
     tcase_add_test(tc, a_trigger_buffer_without_gradient_arms_nothing);
+    tcase_add_test(tc, a_host_without_triggers_is_rebuilt_explicitly);
     tcase_add_test(tc, the_lifecycle_only_moves_forward_one_step_at_a_time);
     tcase_add_test(tc, destroy_without_rebuild_frees_everything);
     tcase_add_test(tc, a_region_without_gradient_is_a_plain_call);

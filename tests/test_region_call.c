@@ -38,8 +38,9 @@ static int32_t all_fn(int32_t a, int64_t b, uint32_t c, uint64_t d, float e, dou
 }
 
 static const recap_type_t all_types[] = {
-    RECAP_TYPE_INT32, RECAP_TYPE_INT64,   RECAP_TYPE_UINT32,  RECAP_TYPE_UINT64,    RECAP_TYPE_FLOAT,
-    RECAP_TYPE_DOUBLE, RECAP_TYPE_POINTER, RECAP_TYPE_BUFFER, RECAP_TYPE_BUFFER_OUT};
+    RECAP_TYPE_INT32,  RECAP_TYPE_INT64,   RECAP_TYPE_UINT32, RECAP_TYPE_UINT64,
+    RECAP_TYPE_FLOAT,  RECAP_TYPE_DOUBLE,  RECAP_TYPE_POINTER, RECAP_TYPE_BUFFER,
+    RECAP_TYPE_BUFFER_OUT};
 
 START_TEST(every_argument_type_reaches_the_function_at_record_and_rebuild)
 {

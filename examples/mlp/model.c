@@ -39,7 +39,8 @@ void mlp_read(mlp_env_t *env, recap_buffer_t b, float *dst, size_t floats)
     if (env->device == RECAP_DEVICE_HOST)
         memcpy(dst, mlp_data(b), floats * sizeof(float));
     else
-        mlp_check(recap_memcpy_to_host(env->device, dst, mlp_data(b), floats * sizeof(float)), "D2H");
+        mlp_check(recap_memcpy_to_host(env->device, dst, mlp_data(b), floats * sizeof(float)),
+                  "D2H");
 }
 
 void mlp_write(mlp_env_t *env, recap_buffer_t b, const float *src, size_t floats)
