@@ -662,7 +662,8 @@ RECAP_API recap_status_t recap_checkpoint_run(const recap_region_params_t *param
                                               recap_checkpoint_h *ckpt_p);
 /* Once: outputs[i] receives the recomputed i-th output buffer (in argument order; n must be
  * the number of RECAP_TYPE_BUFFER_OUT arguments), a buffer from alloc_like that the host now
- * owns. A second call is RECAP_ERR_STATE. */
+ * owns. The output handles given to run must still be valid (alloc_like takes them as templates;
+ * their storage may be gone). A second call is RECAP_ERR_STATE. */
 RECAP_API recap_status_t recap_checkpoint_backward(recap_checkpoint_h ckpt,
                                                    recap_buffer_t *outputs, size_t n);
 RECAP_API recap_status_t recap_checkpoint_return_value(recap_checkpoint_h ckpt,
