@@ -13,17 +13,10 @@
 #include <vector>
 
 #include "recap.h"
+#include "../tests/gpu/gpu_check.h"
 #include "../src/kernels/fill_body.h"
 #include "fill_probes.cuh"
 
-#define CK(x)                                                                              \
-    do {                                                                                   \
-        cudaError_t e_ = (x);                                                              \
-        if (e_ != cudaSuccess) {                                                           \
-            fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); \
-            exit(2);                                                                       \
-        }                                                                                  \
-    } while (0)
 
 __global__ void variant_f32(recap_fill_params_t p)
 {

@@ -13,23 +13,8 @@
 #include <vector>
 
 #include "recap.h"
+#include "../tests/gpu/gpu_check.h"
 
-#define CK(x)                                                                                   \
-    do {                                                                                        \
-        cudaError_t e_ = (x);                                                                   \
-        if (e_ != cudaSuccess) {                                                                \
-            fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_));  \
-            exit(2);                                                                            \
-        }                                                                                       \
-    } while (0)
-#define CR(x)                                                                                   \
-    do {                                                                                        \
-        recap_status_t s_ = (x);                                                                \
-        if (s_ != RECAP_OK) {                                                                   \
-            fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x, recap_last_error());      \
-            exit(2);                                                                            \
-        }                                                                                       \
-    } while (0)
 
 // The anchor's nodes: plain kernels writing the same buffers, no random numbers.
 __global__ void write_words(uint32_t *p, size_t n)

@@ -18,38 +18,19 @@ static curandGenerator_t make(uint64_t seed, uint64_t offset)
     return g;
 }
 
-int ref_curand_u32(uint64_t seed, uint64_t offset, uint32_t *out, size_t n)
-{
-    curandGenerator_t g = make(seed, offset);
-    int rc;
+/* One generator per reference call: each starts from (seed, offset) as recap's fill does. */
+#define REF_CURAND(name, type, generate)                              \
+    int name(uint64_t seed, uint64_t offset, type *out, size_t n)     \
+    {                                                                 \
+        curandGenerator_t g = make(seed, offset);                     \
+        int rc;                                                       \
+        if (g == NULL)                                                \
+            return -1;                                                \
+        rc = generate(g, out, n) == CURAND_STATUS_SUCCESS ? 0 : -1;   \
+        curandDestroyGenerator(g);                                    \
+        return rc;                                                    \
+    }
 
-    if (g == NULL)
-        return -1;
-    rc = curandGenerate(g, out, n) == CURAND_STATUS_SUCCESS ? 0 : -1;
-    curandDestroyGenerator(g);
-    return rc;
-}
-
-int ref_curand_uniform(uint64_t seed, uint64_t offset, float *out, size_t n)
-{
-    curandGenerator_t g = make(seed, offset);
-    int rc;
-
-    if (g == NULL)
-        return -1;
-    rc = curandGenerateUniform(g, out, n) == CURAND_STATUS_SUCCESS ? 0 : -1;
-    curandDestroyGenerator(g);
-    return rc;
-}
-
-int ref_curand_uniform_double(uint64_t seed, uint64_t offset, double *out, size_t n)
-{
-    curandGenerator_t g = make(seed, offset);
-    int rc;
-
-    if (g == NULL)
-        return -1;
-    rc = curandGenerateUniformDouble(g, out, n) == CURAND_STATUS_SUCCESS ? 0 : -1;
-    curandDestroyGenerator(g);
-    return rc;
-}
+REF_CURAND(ref_curand_u32, uint32_t, curandGenerate)
+REF_CURAND(ref_curand_uniform, float, curandGenerateUniform)
+REF_CURAND(ref_curand_uniform_double, double, curandGenerateUniformDouble)

@@ -38,24 +38,6 @@ recap_status_t recap__stream_device(CUstream stream, int *device_p)
     return RECAP_OK;
 }
 
-/* Runs `call` in the primary context of `device` and turns a failure into a status. */
-#define IN_DEVICE(device, what, call)                                 \
-    do {                                                              \
-        const recap_device_t *dev_;                                   \
-        recap_status_t st_ = recap__device_get((device), &dev_);      \
-        CUresult rc_;                                                 \
-        int pushed_;                                                  \
-        if (st_ != RECAP_OK)                                          \
-            return st_;                                               \
-        st_ = recap__ctx_enter(dev_, &pushed_);                       \
-        if (st_ != RECAP_OK)                                          \
-            return st_;                                               \
-        rc_ = (call);                                                 \
-        recap__ctx_leave(pushed_);                                    \
-        if (rc_ != CUDA_SUCCESS)                                      \
-            return recap__cuda_fail(rc_, (what));                     \
-    } while (0)
-
 /* The device whose context a graph call runs in: the graph's (recorded at capture) when recap
  * knows it, else the calling thread's current context's, else device 0. */
 static int graph_call_device(const recap_driver_t *drv, const void *handle)
@@ -88,7 +70,7 @@ recap_status_t recap_stream_create(int device, recap_stream_t *stream_p)
     NEED_DRIVER(drv);
 
     RECAP_CHECK_ARG(stream_p != NULL, "stream_p is NULL");
-    IN_DEVICE(device, "cuStreamCreate", drv->cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+    RECAP_IN_DEVICE(device, "cuStreamCreate", drv->cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
     *stream_p = s;
     return RECAP_OK;
 }
@@ -112,7 +94,7 @@ recap_status_t recap_stream_synchronize(recap_stream_t stream)
     st = recap__stream_device((CUstream)stream, &device);
     if (st != RECAP_OK)
         return st;
-    IN_DEVICE(device, "cuStreamSynchronize", drv->cuStreamSynchronize((CUstream)stream));
+    RECAP_IN_DEVICE(device, "cuStreamSynchronize", drv->cuStreamSynchronize((CUstream)stream));
     return RECAP_OK;
 }
 
@@ -128,7 +110,7 @@ recap_status_t recap_stream_begin_capture(recap_stream_t stream, recap_capture_m
     if (st != RECAP_OK)
         return st;
     recap__stream_device((CUstream)stream, &device);
-    IN_DEVICE(device, "cuStreamBeginCapture",
+    RECAP_IN_DEVICE(device, "cuStreamBeginCapture",
               drv->cuStreamBeginCapture((CUstream)stream, (CUstreamCaptureMode)mode));
     return recap_capture_began(stream);
 }
@@ -161,7 +143,7 @@ recap_status_t recap_stream_end_capture(recap_stream_t stream, recap_graph_t *gr
         return recap__cuda_fail(rc, "cuStreamEndCapture");
     if (wst != RECAP_OK || st != RECAP_OK) {
         recap_graph_destroyed(g);
-        IN_DEVICE(device, "cuGraphDestroy", drv->cuGraphDestroy(g));
+        RECAP_IN_DEVICE(device, "cuGraphDestroy", drv->cuGraphDestroy(g));
         return wst != RECAP_OK ? wst : st;
     }
     *graph_p = g;
@@ -174,7 +156,7 @@ recap_status_t recap_graph_instantiate(recap_graph_t graph, recap_graph_exec_t *
     NEED_DRIVER(drv);
 
     RECAP_CHECK_ARG(graph != NULL && exec_p != NULL, "NULL argument");
-    IN_DEVICE(graph_call_device(drv, graph), "cuGraphInstantiateWithFlags",
+    RECAP_IN_DEVICE(graph_call_device(drv, graph), "cuGraphInstantiateWithFlags",
               drv->cuGraphInstantiateWithFlags(&e, (CUgraph)graph, 0));
     recap_graph_instantiated(graph, e);
     *exec_p = e;
@@ -187,7 +169,7 @@ recap_status_t recap_graph_clone(recap_graph_t graph, recap_graph_t *clone_p)
     NEED_DRIVER(drv);
 
     RECAP_CHECK_ARG(graph != NULL && clone_p != NULL, "NULL argument");
-    IN_DEVICE(graph_call_device(drv, graph), "cuGraphClone", drv->cuGraphClone(&c, (CUgraph)graph));
+    RECAP_IN_DEVICE(graph_call_device(drv, graph), "cuGraphClone", drv->cuGraphClone(&c, (CUgraph)graph));
     recap_graph_cloned(graph, c);
     *clone_p = c;
     return RECAP_OK;
@@ -232,7 +214,7 @@ recap_status_t recap_graph_destroy(recap_graph_t graph)
     RECAP_CHECK_ARG(graph != NULL, "graph is NULL");
     device = graph_call_device(drv, graph);
     recap_graph_destroyed(graph);
-    IN_DEVICE(device, "cuGraphDestroy", drv->cuGraphDestroy((CUgraph)graph));
+    RECAP_IN_DEVICE(device, "cuGraphDestroy", drv->cuGraphDestroy((CUgraph)graph));
     return RECAP_OK;
 }
 
@@ -244,7 +226,7 @@ recap_status_t recap_graph_exec_destroy(recap_graph_exec_t exec)
     RECAP_CHECK_ARG(exec != NULL, "exec is NULL");
     device = graph_call_device(drv, exec);
     recap_graph_exec_destroyed(exec);
-    IN_DEVICE(device, "cuGraphExecDestroy", drv->cuGraphExecDestroy((CUgraphExec)exec));
+    RECAP_IN_DEVICE(device, "cuGraphExecDestroy", drv->cuGraphExecDestroy((CUgraphExec)exec));
     return RECAP_OK;
 }
 

@@ -98,4 +98,23 @@ recap_status_t recap__device_count(int *count_p);
 recap_status_t recap__ctx_enter(const recap_device_t *dev, int *pushed_p);
 void recap__ctx_leave(int pushed);
 
+/* Runs one driver call in the primary context of `device`; a failure returns from the calling
+ * function with a status naming `what`. */
+#define RECAP_IN_DEVICE(device, what, call)                           \
+    do {                                                              \
+        const recap_device_t *dev_;                                   \
+        recap_status_t st_ = recap__device_get((device), &dev_);      \
+        CUresult rc_;                                                 \
+        int pushed_;                                                  \
+        if (st_ != RECAP_OK)                                          \
+            return st_;                                               \
+        st_ = recap__ctx_enter(dev_, &pushed_);                       \
+        if (st_ != RECAP_OK)                                          \
+            return st_;                                               \
+        rc_ = (call);                                                 \
+        recap__ctx_leave(pushed_);                                    \
+        if (rc_ != CUDA_SUCCESS)                                      \
+            return recap__cuda_fail(rc_, (what));                     \
+    } while (0)
+
 #endif

@@ -3,26 +3,14 @@
 #include "base/error.h"
 #include "driver/driver.h"
 
-/* Runs one driver call in the device's primary context. */
-#define WITH_DEVICE_CTX(device, what, call)                     \
-    do {                                                        \
-        const recap_device_t *dev_;                             \
-        const recap_driver_t *drv;                              \
-        recap_status_t st_;                                     \
-        CUresult rc_;                                           \
-        int pushed_;                                            \
-        st_ = recap__device_get((device), &dev_);               \
-        if (st_ != RECAP_OK)                                    \
-            return st_;                                         \
-        recap__driver_get(&drv);                                \
-        st_ = recap__ctx_enter(dev_, &pushed_);                 \
-        if (st_ != RECAP_OK)                                    \
-            return st_;                                         \
-        rc_ = (call);                                           \
-        recap__ctx_leave(pushed_);                              \
-        if (rc_ != CUDA_SUCCESS)                                \
-            return recap__cuda_fail(rc_, (what));               \
-    } while (0)
+/* The driver table for RECAP_IN_DEVICE's calls (the device lookup loads it first). */
+static const recap_driver_t *drv_table(void)
+{
+    const recap_driver_t *drv = NULL;
+
+    recap__driver_get(&drv);
+    return drv;
+}
 
 recap_status_t recap_device_alloc(int device, size_t bytes, void **ptr_p)
 {
@@ -30,7 +18,7 @@ recap_status_t recap_device_alloc(int device, size_t bytes, void **ptr_p)
 
     RECAP_CHECK_ARG(ptr_p != NULL, "ptr_p is NULL");
     RECAP_CHECK_ARG(bytes > 0, "allocation of 0 bytes");
-    WITH_DEVICE_CTX(device, "cuMemAlloc", drv->cuMemAlloc(&p, bytes));
+    RECAP_IN_DEVICE(device, "cuMemAlloc", drv_table()->cuMemAlloc(&p, bytes));
     *ptr_p = (void *)(uintptr_t)p;
     return RECAP_OK;
 }
@@ -38,7 +26,7 @@ recap_status_t recap_device_alloc(int device, size_t bytes, void **ptr_p)
 recap_status_t recap_device_free(int device, void *ptr)
 {
     RECAP_CHECK_ARG(ptr != NULL, "ptr is NULL");
-    WITH_DEVICE_CTX(device, "cuMemFree", drv->cuMemFree((CUdeviceptr)(uintptr_t)ptr));
+    RECAP_IN_DEVICE(device, "cuMemFree", drv_table()->cuMemFree((CUdeviceptr)(uintptr_t)ptr));
     return RECAP_OK;
 }
 
@@ -47,8 +35,8 @@ recap_status_t recap_memcpy_to_device(int device, void *dst, const void *src, si
     RECAP_CHECK_ARG(dst != NULL && src != NULL, "NULL buffer");
     if (bytes == 0)
         return RECAP_OK;
-    WITH_DEVICE_CTX(device, "cuMemcpyHtoD",
-                    drv->cuMemcpyHtoD((CUdeviceptr)(uintptr_t)dst, src, bytes));
+    RECAP_IN_DEVICE(device, "cuMemcpyHtoD",
+                    drv_table()->cuMemcpyHtoD((CUdeviceptr)(uintptr_t)dst, src, bytes));
     return RECAP_OK;
 }
 
@@ -57,7 +45,7 @@ recap_status_t recap_memcpy_to_host(int device, void *dst, const void *src, size
     RECAP_CHECK_ARG(dst != NULL && src != NULL, "NULL buffer");
     if (bytes == 0)
         return RECAP_OK;
-    WITH_DEVICE_CTX(device, "cuMemcpyDtoH",
-                    drv->cuMemcpyDtoH(dst, (CUdeviceptr)(uintptr_t)src, bytes));
+    RECAP_IN_DEVICE(device, "cuMemcpyDtoH",
+                    drv_table()->cuMemcpyDtoH(dst, (CUdeviceptr)(uintptr_t)src, bytes));
     return RECAP_OK;
 }

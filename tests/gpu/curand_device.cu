@@ -17,29 +17,13 @@
 #include <vector>
 
 #include "recap.h"
+#include "gpu_check.h"
 
-#define CK(x)                                                                              \
-    do {                                                                                   \
-        cudaError_t e_ = (x);                                                              \
-        if (e_ != cudaSuccess) {                                                           \
-            fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); \
-            exit(2);                                                                       \
-        }                                                                                  \
-    } while (0)
 #define CKR(x)                                                                             \
     do {                                                                                   \
         curandStatus_t e_ = (x);                                                           \
         if (e_ != CURAND_STATUS_SUCCESS) {                                                 \
             fprintf(stderr, "%s:%d %s: curand status %d\n", __FILE__, __LINE__, #x, (int)e_); \
-            exit(2);                                                                       \
-        }                                                                                  \
-    } while (0)
-#define CKRECAP(x)                                                                         \
-    do {                                                                                   \
-        recap_status_t s_ = (x);                                                           \
-        if (s_ != RECAP_OK) {                                                              \
-            fprintf(stderr, "%s:%d %s: %s: %s\n", __FILE__, __LINE__, #x, recap_strerror(s_), \
-                    recap_last_error());                                                   \
             exit(2);                                                                       \
         }                                                                                  \
     } while (0)
@@ -140,7 +124,7 @@ static void check_fills(void)
 {
     recap_generator_h g;
     curandGenerator_t cg;
-    CKRECAP(recap_generator_create(0, &g));
+    CR(recap_generator_create(0, &g));
     CKR(curandCreateGenerator(&cg, CURAND_RNG_PSEUDO_PHILOX4_32_10));
     int bad = 0, trials = 0;
     for (int trial = 0; trial < (quick() ? 4 : 30); trial++) {
@@ -154,20 +138,20 @@ static void check_fills(void)
             st[i] = (uint8_t)(seed >> (8 * i));
             st[8 + i] = (uint8_t)(off >> (8 * i));
         }
-        CKRECAP(recap_generator_set_state(g, st));
+        CR(recap_generator_set_state(g, st));
         void *x, *y;
         CK(cudaMalloc(&x, n * es));
         CK(cudaMalloc(&y, n * es));
         CKR(curandSetPseudoRandomGeneratorSeed(cg, seed));
         CKR(curandSetGeneratorOffset(cg, 65536ULL * off));
         if (kind == 0) {
-            CKRECAP(recap_generator_fill_u32(g, NULL, (uint32_t *)x, n));
+            CR(recap_generator_fill_u32(g, NULL, (uint32_t *)x, n));
             CKR(curandGenerate(cg, (unsigned *)y, n));
         } else if (kind == 1) {
-            CKRECAP(recap_generator_fill_uniform(g, NULL, (float *)x, n));
+            CR(recap_generator_fill_uniform(g, NULL, (float *)x, n));
             CKR(curandGenerateUniform(cg, (float *)y, n));
         } else {
-            CKRECAP(recap_generator_fill_uniform_double(g, NULL, (double *)x, n));
+            CR(recap_generator_fill_uniform_double(g, NULL, (double *)x, n));
             CKR(curandGenerateUniformDouble(cg, (double *)y, n));
         }
         CK(cudaDeviceSynchronize());
@@ -187,7 +171,7 @@ static void check_fills(void)
     snprintf(msg, sizeof msg, "device fills (u32, uniform, uniform double) == cuRAND device generator: %d/%d random cases", trials - bad, trials);
     report(bad == 0, msg);
     CKR(curandDestroyGenerator(cg));
-    CKRECAP(recap_generator_destroy(g));
+    CR(recap_generator_destroy(g));
 }
 
 static void check_unpack(void)
@@ -195,10 +179,10 @@ static void check_unpack(void)
     const int n = 4096, k = 9;
     recap_generator_h g;
     recap_philox_args_t a;
-    CKRECAP(recap_generator_create(0, &g));
-    CKRECAP(recap_generator_manual_seed(g, rnd()));
-    CKRECAP(recap_generator_reserve(g, NULL, 64, &a));
-    CKRECAP(recap_generator_reserve(g, NULL, k, &a));
+    CR(recap_generator_create(0, &g));
+    CR(recap_generator_manual_seed(g, rnd()));
+    CR(recap_generator_reserve(g, NULL, 64, &a));
+    CR(recap_generator_reserve(g, NULL, k, &a));
     uint32_t *x, *y;
     uint64_t *dvals;
     CK(cudaMalloc(&x, (size_t)n * k * 4));
@@ -224,7 +208,7 @@ static void check_unpack(void)
     CK(cudaFree(x));
     CK(cudaFree(y));
     CK(cudaFree(dvals));
-    CKRECAP(recap_generator_destroy(g));
+    CR(recap_generator_destroy(g));
 }
 
 int main(void)

@@ -11,23 +11,8 @@
 #include <vector>
 
 #include "recap.h"
+#include "gpu_check.h"
 
-#define CK(x)                                                                                   \
-    do {                                                                                        \
-        cudaError_t e_ = (x);                                                                   \
-        if (e_ != cudaSuccess) {                                                                \
-            fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_));  \
-            exit(2);                                                                            \
-        }                                                                                       \
-    } while (0)
-#define CR(x)                                                                                   \
-    do {                                                                                        \
-        recap_status_t s_ = (x);                                                                \
-        if (s_ != RECAP_OK) {                                                                   \
-            fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x, recap_last_error());      \
-            exit(2);                                                                            \
-        }                                                                                       \
-    } while (0)
 
 // A dropout-style consumer: curand_init(seed, thread, offset) layout through recap/philox.h.
 __global__ void draw(recap_philox_args_t a, uint32_t *out, int n, int k)
