@@ -97,7 +97,7 @@ RECAP_HOOK CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int vers
  * address and its view is rebuilt: RTLD_NEXT searches the objects loaded after it, RTLD_DEFAULT
  * the global scope and then the caller's own dependency group (an extension loaded RTLD_LOCAL
  * sees its local group). */
-static struct link_map *caller_map(const void *caller)
+RECAP_NO_SANITIZE_EARLY static struct link_map *caller_map(const void *caller)
 {
     struct link_map *map = NULL;
     Dl_info info;
@@ -107,19 +107,19 @@ static struct link_map *caller_map(const void *caller)
     return map;
 }
 
-static void *in_object(struct link_map *map, const char *name)
+RECAP_NO_SANITIZE_EARLY static void *in_object(struct link_map *map, const char *name)
 {
-    void *h = dlopen(map->l_name[0] ? map->l_name : NULL, RTLD_LAZY | RTLD_NOLOAD);
+    void *h = recap__dlopen(map->l_name[0] ? map->l_name : NULL, RTLD_LAZY | RTLD_NOLOAD);
     void *p = NULL;
 
     if (h != NULL) {
         p = recap__dlsym(h, name);
-        dlclose(h);
+        recap__dlclose(h);
     }
     return p;
 }
 
-static void *next_after(const void *caller, const char *name)
+RECAP_NO_SANITIZE_EARLY static void *next_after(const void *caller, const char *name)
 {
     struct link_map *map = caller_map(caller);
     void *p = NULL;
@@ -131,7 +131,7 @@ static void *next_after(const void *caller, const char *name)
     return p;
 }
 
-static void *default_for(const void *caller, const char *name)
+RECAP_NO_SANITIZE_EARLY static void *default_for(const void *caller, const char *name)
 {
     void *p = recap__dlsym(RTLD_DEFAULT, name);
     struct link_map *map;
@@ -141,31 +141,65 @@ static void *default_for(const void *caller, const char *name)
     return p;
 }
 
-RECAP_HOOK void *dlsym(void *handle, const char *name);
-RECAP_HOOK void *dlsym(void *handle, const char *name)
+/* What dlsym answers for a driver entry point while the preload front end works: the lookup
+ * as the caller would have made it, then recap's entry point in place of the driver's. */
+RECAP_NO_SANITIZE_EARLY static void *driver_dlsym(void *handle, const char *name,
+                                                  const void *caller)
 {
     void *p, *w;
+    unsigned i;
 
     if (handle == RTLD_NEXT)
-        p = next_after(__builtin_return_address(0), name);
+        p = next_after(caller, name);
     else if (handle == RTLD_DEFAULT)
-        p = default_for(__builtin_return_address(0), name);
+        p = default_for(caller, name);
     else
         p = recap__dlsym(handle, name);
-    if (p == NULL || name[0] != 'c' || name[1] != 'u' || !recap__hooks_preload_enabled())
+    if (p == NULL)
         return p;
     if (strcmp(name, "cuGetProcAddress_v2") == 0)
         return (void *)cuGetProcAddress_v2;
     if (strcmp(name, "cuGetProcAddress") == 0)
         return (void *)cuGetProcAddress;
     /* A graph entry point asked for by its exported name: recap's wrapper of that very name. */
-    {
-        unsigned i;
-        for (i = 0; i < recap__ndriver_hooks; i++)
-            if (strcmp(recap__driver_hooks[i].symbol, name) == 0) {
-                w = recap__driver_hooks[i].wrapper;
-                return recap__hooks_real_driver(name) == p ? w : p;
-            }
-    }
+    for (i = 0; i < recap__ndriver_hooks; i++)
+        if (strcmp(recap__driver_hooks[i].symbol, name) == 0) {
+            w = recap__driver_hooks[i].wrapper;
+            return recap__hooks_real_driver(name) == p ? w : p;
+        }
     return p;
+}
+
+/*
+ * Every other name goes to libc's dlsym by a tail call, so glibc sees the caller's return
+ * address and resolves RTLD_NEXT and RTLD_DEFAULT exactly as without recap, with no lookup of
+ * recap's own. That path runs while sanitizer runtimes initialize (they resolve their
+ * interceptors through dlsym(RTLD_NEXT) before any constructor has run), where the emulation's
+ * dlopen of each later object would run their constructors early. Without optimization the tail
+ * call is not guaranteed: the emulation answers then.
+ */
+#if defined(__clang__) && defined(__has_attribute)
+#if __has_attribute(musttail)
+#define RECAP_TAIL_RETURN __attribute__((musttail)) return
+#define RECAP_TAIL_FN
+#endif
+#elif defined(__GNUC__) && defined(__OPTIMIZE__)
+#define RECAP_TAIL_RETURN return
+#define RECAP_TAIL_FN __attribute__((optimize("optimize-sibling-calls")))
+#endif
+
+RECAP_HOOK void *dlsym(void *handle, const char *name);
+RECAP_NO_SANITIZE_EARLY RECAP_HOOK RECAP_TAIL_FN void *dlsym(void *handle, const char *name)
+{
+    if (name[0] == 'c' && name[1] == 'u' && recap__hooks_preload_enabled())
+        return driver_dlsym(handle, name, __builtin_return_address(0));
+#ifdef RECAP_TAIL_RETURN
+    RECAP_TAIL_RETURN recap__real_dlsym()(handle, name);
+#else
+    if (handle == RTLD_NEXT)
+        return next_after(__builtin_return_address(0), name);
+    if (handle == RTLD_DEFAULT)
+        return default_for(__builtin_return_address(0), name);
+    return recap__dlsym(handle, name);
+#endif
 }

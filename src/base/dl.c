@@ -2,29 +2,87 @@
 #include "config.h"
 
 #include <dlfcn.h>
-#include <pthread.h>
+#include <stddef.h>
 
 #include "base/dl.h"
 
-typedef void *(*dlsym_fn)(void *, const char *);
+typedef recap_dlsym_fn dlsym_fn;
+typedef void *(*dlopen_fn)(const char *, int);
+typedef int (*dlclose_fn)(void *);
 
 static dlsym_fn real_dlsym;
-static pthread_once_t once = PTHREAD_ONCE_INIT;
+static dlopen_fn real_dlopen;
+static dlclose_fn real_dlclose;
+static int found;
 
-/* dlvsym is not interposed; glibc 2.34 moved dlsym into libc under a new version. */
-static void find_dlsym(void)
+/* libc's definition of `name` (dlvsym is not interposed): the next one after librecap, as a
+ * sanitizer runtime's interceptor comes before it, else the global one. glibc 2.34 moved the dl
+ * functions into libc under a new version. */
+RECAP_NO_SANITIZE_EARLY static void *libc_sym(const char *name)
 {
-    real_dlsym = (dlsym_fn)dlvsym(RTLD_NEXT, "dlsym", "GLIBC_2.34");
-    if (real_dlsym == NULL)
-        real_dlsym = (dlsym_fn)dlvsym(RTLD_NEXT, "dlsym", "GLIBC_2.2.5");
-    if (real_dlsym == NULL)
-        real_dlsym = (dlsym_fn)dlvsym(RTLD_DEFAULT, "dlsym", "GLIBC_2.34");
-    if (real_dlsym == NULL)
-        real_dlsym = (dlsym_fn)dlvsym(RTLD_DEFAULT, "dlsym", "GLIBC_2.2.5");
+    void *p = dlvsym(RTLD_NEXT, name, "GLIBC_2.34");
+
+    if (p == NULL)
+        p = dlvsym(RTLD_NEXT, name, "GLIBC_2.2.5");
+    if (p == NULL)
+        p = dlvsym(RTLD_DEFAULT, name, "GLIBC_2.34");
+    if (p == NULL)
+        p = dlvsym(RTLD_DEFAULT, name, "GLIBC_2.2.5");
+    return p;
 }
 
-void *recap__dlsym(void *handle, const char *name)
+/* Not pthread_once: the dlsym interposer runs inside sanitizer runtimes' initialization (they
+ * resolve their interceptors through dlsym(RTLD_NEXT)), where their pthread_once interceptor
+ * crashes. The lookups are idempotent, so threads racing here store the same values. */
+RECAP_NO_SANITIZE_EARLY static void find_libc(void)
 {
-    pthread_once(&once, find_dlsym);
-    return real_dlsym != NULL ? real_dlsym(handle, name) : NULL;
+    if (__atomic_load_n(&found, __ATOMIC_ACQUIRE))
+        return;
+    __atomic_store_n(&real_dlsym, (dlsym_fn)libc_sym("dlsym"), __ATOMIC_RELAXED);
+    __atomic_store_n(&real_dlopen, (dlopen_fn)libc_sym("dlopen"), __ATOMIC_RELAXED);
+    __atomic_store_n(&real_dlclose, (dlclose_fn)libc_sym("dlclose"), __ATOMIC_RELAXED);
+    __atomic_store_n(&found, 1, __ATOMIC_RELEASE);
+}
+
+RECAP_NO_SANITIZE_EARLY void *recap__dlsym(void *handle, const char *name)
+{
+    dlsym_fn f;
+
+    find_libc();
+    f = __atomic_load_n(&real_dlsym, __ATOMIC_RELAXED);
+    return f != NULL ? f(handle, name) : NULL;
+}
+
+RECAP_NO_SANITIZE_EARLY static void *no_dlsym(void *handle, const char *name)
+{
+    (void)handle;
+    (void)name;
+    return NULL;
+}
+
+RECAP_NO_SANITIZE_EARLY recap_dlsym_fn recap__real_dlsym(void)
+{
+    dlsym_fn f;
+
+    find_libc();
+    f = __atomic_load_n(&real_dlsym, __ATOMIC_RELAXED);
+    return f != NULL ? f : no_dlsym;
+}
+
+RECAP_NO_SANITIZE_EARLY void *recap__dlopen(const char *file, int mode)
+{
+    dlopen_fn f;
+
+    find_libc();
+    f = __atomic_load_n(&real_dlopen, __ATOMIC_RELAXED);
+    return f != NULL ? f(file, mode) : NULL;
+}
+
+RECAP_NO_SANITIZE_EARLY int recap__dlclose(void *handle)
+{
+    dlclose_fn f;
+
+    find_libc();
+    f = __atomic_load_n(&real_dlclose, __ATOMIC_RELAXED);
+    return f != NULL ? f(handle) : -1;
 }
