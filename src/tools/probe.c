@@ -488,35 +488,42 @@ int main(int argc, char **argv)
         {"version", no_argument, NULL, 'V'},     {NULL, 0, NULL, 0},
     };
     char *only = NULL;
-    int c, json = 0, run = 0, rc;
+    int c, json = 0, run = 0, rc = -1;
 
     opterr = 0; /* our own message, then exit status 2 */
     /* "+": stop at the first non-option, so COMMAND's own options are left alone. */
-    while ((c = getopt_long(argc, argv, "+h", opts, NULL)) != -1) {
+    while (rc < 0 && (c = getopt_long(argc, argv, "+h", opts, NULL)) != -1) {
         switch (c) {
-        case 'c':
-            if ((rc = add_check(&only, optarg)) != 0)
-                return rc;
+        case 'c': {
+            int err = add_check(&only, optarg);
+            if (err != 0)
+                rc = err;
             break;
+        }
         case 'j': json = 1; break;
         case 'r': run = 1; break;
-        case 'h': help(); return EXIT_SUCCESS;
+        case 'h': help(); rc = EXIT_SUCCESS; break;
         case 'V':
             printf("recap-probe (recap %s, ABI %d.%d)\n", recap_version_string(),
                    recap_abi_version() >> 16, recap_abi_version() & 0xffff);
-            return EXIT_SUCCESS;
-        default: return usage_error("bad option or missing argument: %s", argv[optind - 1]);
+            rc = EXIT_SUCCESS;
+            break;
+        default: rc = usage_error("bad option or missing argument: %s", argv[optind - 1]); break;
         }
     }
-    if (run && only != NULL)
-        return usage_error("%s", "--check and --run do not go together");
-    if (run && optind >= argc)
-        return usage_error("%s", "--run needs a COMMAND");
-    if (run)
-        return run_command(argv + optind, json);
-    if (optind < argc)
-        return usage_error("unexpected argument '%s'", argv[optind]);
-    rc = run_checks(only, json);
+    /* Every way out frees the --check list (a usage error used to leak it). */
+    if (rc >= 0)
+        ; /* an option settled it */
+    else if (run && only != NULL)
+        rc = usage_error("%s", "--check and --run do not go together");
+    else if (run && optind >= argc)
+        rc = usage_error("%s", "--run needs a COMMAND");
+    else if (run)
+        rc = run_command(argv + optind, json);
+    else if (optind < argc)
+        rc = usage_error("unexpected argument '%s'", argv[optind]);
+    else
+        rc = run_checks(only, json);
     free(only);
     return rc;
 }
