@@ -674,9 +674,13 @@ int main(void)
     tcase_add_test(tc, bad_usage_exits_2);
     tcase_add_test(tc, help_exits_0_and_describes_every_check);
     tcase_add_test(tc, with_driver_driver_and_devices_pass);
-    tcase_add_test(tc, run_exits_with_the_command_status);
-    tcase_add_test(tc, run_preloads_recap_before_existing_preloads);
-    tcase_add_test(tc, run_reports_what_recap_saw);
+    /* --run preloads librecap into other programs: not with a sanitizer-built librecap
+     * (scripts/ci-sanitize sets RECAP_TEST_NO_PRELOAD), whose runtime must come first. */
+    if (getenv("RECAP_TEST_NO_PRELOAD") == NULL) {
+        tcase_add_test(tc, run_exits_with_the_command_status);
+        tcase_add_test(tc, run_preloads_recap_before_existing_preloads);
+        tcase_add_test(tc, run_reports_what_recap_saw);
+    }
     tcase_add_test(tc, api_rejects_unknown_names_and_runs_nothing);
     tcase_add_test(tc, api_runs_a_named_check_once);
     suite_add_tcase(s, tc);
