@@ -98,6 +98,21 @@ recap_status_t recap_stream_synchronize(recap_stream_t stream)
     return RECAP_OK;
 }
 
+/* Ends a capture recap began but cannot follow and drops its graph, so a failed begin leaves the
+ * stream as it found it. The caller's error stays the one reported. */
+static void abandon_capture(const recap_driver_t *drv, CUstream stream, int device)
+{
+    const recap_device_t *dev;
+    CUgraph g = NULL;
+    int pushed = 0;
+
+    if (recap__device_get(device, &dev) != RECAP_OK || recap__ctx_enter(dev, &pushed) != RECAP_OK)
+        return;
+    if (drv->cuStreamEndCapture(stream, &g) == CUDA_SUCCESS && g != NULL)
+        drv->cuGraphDestroy(g);
+    recap__ctx_leave(pushed);
+}
+
 recap_status_t recap_stream_begin_capture(recap_stream_t stream, recap_capture_mode_t mode)
 {
     recap_status_t st;
@@ -112,7 +127,10 @@ recap_status_t recap_stream_begin_capture(recap_stream_t stream, recap_capture_m
     recap__stream_device((CUstream)stream, &device);
     RECAP_IN_DEVICE(device, "cuStreamBeginCapture",
               drv->cuStreamBeginCapture((CUstream)stream, (CUstreamCaptureMode)mode));
-    return recap_capture_began(stream);
+    st = recap_capture_began(stream);
+    if (st != RECAP_OK)
+        abandon_capture(drv, (CUstream)stream, device);
+    return st;
 }
 
 recap_status_t recap_stream_end_capture(recap_stream_t stream, recap_graph_t *graph_p)
