@@ -239,10 +239,12 @@ def results_md(run, chart_name):
             lines += ["", f"recap / cuRAND (same process): "
                           f"{fmt_ratio(fr['recap'][0], fr['cuRAND'][0])}×."]
         if "recap" in fr and "torch" in fr:
+            own_recap = fmt_ratio(fr["recap"][0], mem_[0]) if mem_ else "n/a"
+            own_torch = (fmt_ratio(fr["torch"][0], fr["torch zero_"][0])
+                         if "torch zero_" in fr else "n/a")
             lines += [f"recap / PyTorch `uniform_` (separate processes, same run): "
                       f"{fmt_ratio(fr['recap'][0], fr['torch'][0])}×; each against its own "
-                      f"ceiling: {fmt_ratio(fr['recap'][0], mem_[0]) if mem_ else 'n/a'} vs "
-                      f"{fmt_ratio(fr['torch'][0], fr['torch zero_'][0]) if 'torch zero_' in fr else 'n/a'}."]
+                      f"ceiling: {own_recap} vs {own_torch}."]
 
     t = table_of(run.tracker, "operation")
     if t is not None:

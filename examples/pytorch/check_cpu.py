@@ -76,6 +76,73 @@ def check_header():
               f"({len(CASES)} cases: word skips, 64-bit seeds, subsequences and offsets)")
 
 
+HOST_SHIM = r"""
+#include <stdio.h>
+#include <stdlib.h>
+#include <stdint.h>
+#define __global__
+struct dim { unsigned x; };
+static dim blockIdx, threadIdx, blockDim;
+#include "kernel.cu"
+int main(int argc, char **argv) {
+    long long n = atoll(argv[1]);
+    unsigned long long seed = strtoull(argv[2], 0, 0), off = strtoull(argv[3], 0, 0);
+    unsigned long long base = strtoull(argv[4], 0, 0), rel = strtoull(argv[5], 0, 0);
+    int captured = atoi(argv[6]);
+    unsigned thresh = (unsigned)strtoul(argv[7], 0, 0);
+    float *x = (float *)calloc(n, 4), *y = (float *)calloc(n, 4);
+    signed char *m = (signed char *)calloc(n, 1);
+    uint64_t slot[2] = {seed, base};
+    blockDim.x = 256;
+    for (blockIdx.x = 0; blockIdx.x < (n + 1023) / 1024; blockIdx.x++)
+        for (threadIdx.x = 0; threadIdx.x < 256; threadIdx.x++)
+            recap_dropout_f32((uintptr_t)x, (uintptr_t)y, (uintptr_t)m, seed, off,
+                              (uintptr_t)&slot[0], (uintptr_t)&slot[1], rel, captured, thresh,
+                              2.0f, n);
+    for (long long e = 0; e < n; e++) putchar('0' + m[e]);
+    return 0;
+}
+"""
+
+
+def check_cuda_source():
+    """The CUDA C backend's kernel (recap_torch._CUDA_SRC): compiled by NVRTC when CuPy is
+    installed, and compiled for the host with c++ and run against the reference."""
+    try:
+        from cupy.cuda import nvrtc
+        prog = nvrtc.createProgram(rt._CUDA_SRC, "k.cu", [], [])
+        try:
+            nvrtc.compileProgram(prog, list(rt._cuda_options()) + ["--gpu-architecture=compute_90"])
+            check(True, "CUDA C dropout kernel compiles with NVRTC (the CuPy backend)")
+        except Exception as e:  # noqa: BLE001
+            check(False, f"CUDA C dropout kernel compiles with NVRTC: {e}: "
+                         f"{nvrtc.getProgramLog(prog)}")
+    except ImportError:
+        print("skip  NVRTC compile of the CUDA C kernel (no CuPy)")
+    cxx = shutil.which("c++") or shutil.which("g++")
+    if cxx is None:
+        print("skip  host run of the CUDA C kernel (no c++)")
+        return
+    with tempfile.TemporaryDirectory() as d:
+        open(os.path.join(d, "kernel.cu"), "w").write(rt._CUDA_SRC.replace('extern "C"', ""))
+        open(os.path.join(d, "shim.cc"), "w").write(HOST_SHIM)
+        exe = os.path.join(d, "shim")
+        subprocess.run([cxx, "-O1", "-I", rt.include_dir(), "-I", d, os.path.join(d, "shim.cc"),
+                        "-o", exe], check=True)
+        ok = True
+        for n, seed, off, base, rel, cap, p in ((4099, 3952, 16, 0, 0, 0, 0.3),
+                                                (1001, 0x1234_5678_9ABC_DEF1, (7 << 34) + 8, 0,
+                                                 0, 0, 0.5),
+                                                (2050, 0x0FED_CBA9_8765_4321, 0, (3 << 34) + 8,
+                                                 40, 1, 0.5)):
+            out = subprocess.run([exe, str(n), str(seed), str(off), str(base), str(rel),
+                                  str(cap), str(rt.dropout_threshold(p))], check=True,
+                                 capture_output=True, text=True).stdout
+            want = rt.reference_keep(seed, base + rel if cap else off, n, p)
+            ok = ok and [c == "1" for c in out] == want
+    check(ok, "CUDA C dropout kernel (host-compiled) == reference: by value, 64-bit, captured")
+
+
 def check_kernel(tracker):
     n = 4099
     x = torch.randn(n)
@@ -111,7 +178,8 @@ def check_tracker(tracker):
         inner = tracker.current_name()
         tracker.reserve(8)
     check(inner == rt.MODEL_PARALLEL and tracker.current_name() == rt.DEFAULT and
-          tracker.states()[rt.MODEL_PARALLEL] == (2819, 8), "fork/unfork: the forked state advanced")
+          tracker.states()[rt.MODEL_PARALLEL] == (2819, 8),
+          "fork/unfork: the forked state advanced")
     try:
         with tracker.fork("no-such-rng"):
             pass
@@ -201,6 +269,7 @@ def main():
           f"triton {rt.triton.__version__} (interpreter)")
     check_kat()
     check_header()
+    check_cuda_source()
     tracker = rt.Tracker(device=rt.RECAP_DEVICE_HOST)
     tracker.seed_parallel(train.SEED)
     check_kernel(tracker)

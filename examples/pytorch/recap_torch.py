@@ -25,6 +25,8 @@ import ctypes
 import ctypes.util
 import itertools
 import os
+import sys
+import tempfile
 import threading
 
 import torch
@@ -201,9 +203,21 @@ class RecapError(RuntimeError):
         self.status = status
 
 
+def _preloaded():
+    """The librecap named in LD_PRELOAD, if any: the plugin must use that very instance (a
+    second copy would not see what the hooks report)."""
+    for tok in os.environ.get("LD_PRELOAD", "").replace(":", " ").split():
+        if os.path.basename(tok).startswith("librecap.so"):
+            return tok
+    return None
+
+
 def _find_library():
-    """RECAP_LIB (a file or a folder), else the loader's search (LD_LIBRARY_PATH, ldconfig),
-    else the build tree this file sits in."""
+    """The preloaded librecap, else RECAP_LIB (a file or a folder), else the loader's search
+    (LD_LIBRARY_PATH, ldconfig), else the build tree this file sits in."""
+    pre = _preloaded()
+    if pre:
+        return pre
     env = os.environ.get("RECAP_LIB")
     if env:
         return os.path.join(env, "librecap.so") if os.path.isdir(env) else env
@@ -513,14 +527,10 @@ def _slot_dummy(device):
     return _dummy[key]
 
 
-def launch_dropout(x, y, args, p, mask_out=None, slot=None):
-    """y = dropout(x) with the Philox arguments `args` (a PhiloxArgs from reserve(4)).
-    `slot` (two int64 tensors: seed, base offset) stands in for recap's device slot in tests."""
+def _launch_triton(x, y, args, p, mask_out=None, slot=None):
     if triton is None:
-        raise RuntimeError("recap_torch.dropout needs Triton")
+        raise RuntimeError("Triton is not installed")
     n = x.numel()
-    if n >= 2**31:
-        raise ValueError("dropout of 2^31 elements or more")
     if args.captured:
         if slot is not None:
             seed_src, off_src = slot
@@ -531,8 +541,6 @@ def launch_dropout(x, y, args, p, mask_out=None, slot=None):
         d = _slot_dummy(x.device)
         seed_src, off_src = d[0:1], d[1:2]
         val_seed, val_off = args.seed, args.offset
-    if val_off % 4:
-        raise ValueError(f"Philox offset {val_off} is not a multiple of 4")
     grid = (triton.cdiv((n + 3) // 4, _BLOCK),)
     _recap_dropout_kernel[grid](
         x, y, mask_out if mask_out is not None else y, seed_src, off_src,
@@ -540,6 +548,124 @@ def launch_dropout(x, y, args, p, mask_out=None, slot=None):
         1 if args.captured else 0, _i32(dropout_threshold(p)), 1.0 / (1.0 - p), n,
         BLOCK=_BLOCK, WRITE_MASK=mask_out is not None, num_warps=4)
     return y
+
+
+# The same dropout in CUDA C, drawing through include/recap/philox.h itself (recap_philox_unpack,
+# recap_philox_init, recap_philox_next), compiled by NVRTC through CuPy: a second backend, and
+# the device-side reference the Triton kernel is checked against when CuPy is present.
+_CUDA_SRC = r"""
+#include <recap/philox.h>
+extern "C" __global__ void recap_dropout_f32(
+    unsigned long long x_p, unsigned long long y_p, unsigned long long mask_p,
+    unsigned long long seed, unsigned long long offset, unsigned long long seed_ptr,
+    unsigned long long offset_ptr, unsigned long long intragraph, unsigned int captured,
+    unsigned int thresh, float scale, long long n)
+{
+    const float *x = (const float *)x_p;
+    float *y = (float *)y_p;
+    signed char *mask = (signed char *)mask_p;
+    recap_philox_args_t a;
+    a.seed = seed; a.offset = offset;
+    a.seed_ptr = (const uint64_t *)seed_ptr; a.offset_ptr = (const uint64_t *)offset_ptr;
+    a.offset_intragraph = intragraph; a.captured = captured; a.reserved = 0;
+    uint64_t s, o;
+    recap_philox_unpack(&a, &s, &o);
+    long long g = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (g >= (n + 3) / 4)
+        return;
+    recap_philox_stream_t st;
+    recap_philox_init(s, (uint64_t)g, o, &st);   /* curand_init(seed, g, offset) */
+    for (int j = 0; j < 4; j++) {
+        uint32_t w = recap_philox_next(&st);
+        long long e = 4 * g + j;
+        if (e < n) {
+            int keep = w >= thresh;
+            y[e] = keep ? x[e] * scale : 0.0f;
+            if (mask)
+                mask[e] = (signed char)keep;
+        }
+    }
+}
+"""
+_cupy_kernel = None
+
+
+def include_dir():
+    """The folder holding recap/philox.h: RECAP_INCLUDE, else the source tree of this file."""
+    d = os.environ.get("RECAP_INCLUDE") or os.path.join(
+        os.path.dirname(os.path.abspath(__file__)), "..", "..", "include")
+    if not os.path.exists(os.path.join(d, "recap", "philox.h")):
+        raise OSError(f"recap/philox.h not found under {d}: set RECAP_INCLUDE")
+    return os.path.normpath(d)
+
+
+def _cuda_options():
+    # NVRTC has no <stdint.h>; philox.h needs only the two fixed-width types.
+    fake = tempfile.mkdtemp(prefix="recap_nvrtc_")
+    with open(os.path.join(fake, "stdint.h"), "w") as f:
+        f.write("typedef unsigned int uint32_t;\ntypedef unsigned long long uint64_t;\n")
+    return ("-I" + fake, "-I" + include_dir())
+
+
+def _launch_cupy(x, y, args, p, mask_out=None, slot=None):
+    global _cupy_kernel
+    import cupy
+    import numpy as np
+    if x.dtype != torch.float32 or y.dtype != torch.float32:
+        raise TypeError("the CuPy dropout backend takes float32")
+    if _cupy_kernel is None:
+        _cupy_kernel = cupy.RawKernel(_CUDA_SRC, "recap_dropout_f32", options=_cuda_options())
+    n = x.numel()
+    if args.captured and slot is not None:
+        sp, op = slot[0].data_ptr(), slot[1].data_ptr()
+    else:
+        sp, op = args.seed_ptr or 0, args.offset_ptr or 0
+    u64 = np.uint64
+    a = (u64(x.data_ptr()), u64(y.data_ptr()),
+         u64(mask_out.data_ptr() if mask_out is not None else 0), u64(args.seed),
+         u64(args.offset), u64(sp), u64(op), u64(args.offset_intragraph), np.uint32(args.captured),
+         np.uint32(dropout_threshold(p)), np.float32(1.0 / (1.0 - p)), np.int64(n))
+    groups = (n + 3) // 4
+    with cupy.cuda.Device(x.device.index), \
+            cupy.cuda.ExternalStream(torch.cuda.current_stream(x.device).cuda_stream):
+        _cupy_kernel(((groups + 255) // 256,), (256,), a)
+    return y
+
+
+_BACKENDS = {"triton": _launch_triton, "cupy": _launch_cupy}
+_backend = {"name": os.environ.get("RECAP_TORCH_KERNEL") or ("triton" if triton else "cupy"),
+            "tried": False}
+
+
+def kernel_backend():
+    """The kernel dropout launches: "triton" (default) or "cupy" (RECAP_TORCH_KERNEL)."""
+    return _backend["name"]
+
+
+def launch_dropout(x, y, args, p, mask_out=None, slot=None, backend=None):
+    """y = dropout(x) with the Philox arguments `args` (a PhiloxArgs from reserve(4)).
+    `slot` (two int64 tensors: seed, base offset) stands in for recap's device slot in tests.
+    Without a backend named, the first launch falls back from Triton to CuPy if Triton cannot
+    launch at all (outside a capture, with a note on stderr)."""
+    n = x.numel()
+    if n >= 2**31:
+        raise ValueError("dropout of 2^31 elements or more")
+    if (args.offset_intragraph if args.captured else args.offset) % 4:
+        raise ValueError("Philox offset is not a multiple of 4")
+    if backend is not None:
+        return _BACKENDS[backend](x, y, args, p, mask_out, slot)
+    if _backend["tried"] or _backend["name"] != "triton" or not x.is_cuda:
+        return _BACKENDS[_backend["name"]](x, y, args, p, mask_out, slot)
+    _backend["tried"] = True
+    try:
+        return _launch_triton(x, y, args, p, mask_out, slot)
+    except Exception as e:  # noqa: BLE001 - a broken Triton install: use the CUDA C kernel
+        if torch.cuda.is_current_stream_capturing():
+            raise
+        print(f"recap_torch: Triton cannot launch ({e!r}); using the CuPy kernel",
+              file=sys.stderr)
+        _backend["name"] = "cupy"
+        return _launch_cupy(x, y, args, p, mask_out, slot)
 
 
 class _Dropout(torch.autograd.Function):

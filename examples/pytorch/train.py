@@ -164,8 +164,10 @@ class Checks:
 
 
 def check_kernel(c, tracker, device):
-    """The Triton kernel against the Python reference of recap's layout: by value (a reserve),
-    with seed and offset using their high words, and through a device pointer as captured."""
+    """The dropout kernel against the Python reference of recap's layout: by value (a reserve),
+    with seed and offset using their high words, and through device pointers as when captured;
+    then, when CuPy is there, against the same dropout written in CUDA C over
+    include/recap/philox.h (compiled by NVRTC) on a larger tensor."""
     n = 4099
     x = torch.randn(n, device=device)
     y = torch.empty_like(x)
@@ -186,8 +188,28 @@ def check_kernel(c, tracker, device):
     rt.launch_dropout(x, y, cap, 0.5, m)
     ok = ok and m.bool().cpu().tolist() == rt.reference_keep(
         0x0FED_CBA9_8765_4321, (3 << 34) + 48, n, 0.5)
-    c.check(ok, f"dropout kernel == Philox4x32-10 reference in recap's layout ({n} elements; "
-                "by value, 64-bit seed/offset, captured slot pointers)")
+    c.check(ok, f"dropout kernel ({rt.kernel_backend()}) == Philox4x32-10 reference in recap's "
+                f"layout ({n} elements; by value, 64-bit seed/offset, captured slot pointers)")
+
+    other = "cupy" if rt.kernel_backend() == "triton" else "triton"
+    n = 1 << 20
+    x = torch.randn(n, device=device)
+    outs = {}
+    try:
+        for b in (rt.kernel_backend(), other):
+            y, m = torch.empty_like(x), torch.empty(n, dtype=torch.int8, device=device)
+            for args in (big, cap):
+                rt.launch_dropout(x, y, args, 0.1, m, backend=b)
+                outs.setdefault(b, []).append((y.clone(), m.clone()))
+        torch.cuda.synchronize()
+    except Exception as e:  # noqa: BLE001 - the cross-check is optional
+        print(f"recap_torch: skip cross-check with the {other} kernel ({e!r:.200})")
+        return
+    same = all(torch.equal(p[0], q[0]) and torch.equal(p[1], q[1])
+               for p, q in zip(outs[rt.kernel_backend()], outs[other]))
+    what = "recap/philox.h compiled by NVRTC" if other == "cupy" else "Triton"
+    c.check(same, f"{rt.kernel_backend()} kernel == {other} kernel ({what}), bit-exact on {n} "
+                  f"elements, by value and captured")
 
 
 def check_rng_graph(c, tracker, ranks, device, explicit, k=5):
@@ -244,8 +266,9 @@ def main():
     needs = R.needs_registration()
     explicit = bool(needs)
     hooks = R.hooks()
+    tv = rt.triton.__version__ if rt.triton else "absent"
     print(f"recap_torch: librecap {R.version} from {R.path}; torch {torch.__version__}, "
-          f"triton {rt.triton.__version__}; {torch.cuda.get_device_name(device)}")
+          f"triton {tv}; {torch.cuda.get_device_name(device)}")
     mode = ("explicit (plugin calls recap_capture_prime/will_end/ended, recap_graph_instantiated/"
             "will_launch)" if explicit else f"automatic (hooks: {hooks}; no plugin capture calls)")
     print(f"recap_torch: capture registration: {mode}")
@@ -305,8 +328,8 @@ def main():
             same_probes(gb_p, pb, "first"),
             f"graph: {a.steps} replays drew exactly the masks of {a.steps} eager steps")
     rel = ((ga_l - la).abs() / la.abs()).max().item()
-    c.check(rel < 1e-4, f"graph vs eager losses: {'bit-equal' if torch.equal(ga_l, la) else 'close'}"
-                        f" (max relative difference {rel:.2e})")
+    same = "bit-equal" if torch.equal(ga_l, la) else "close"
+    c.check(rel < 1e-4, f"graph vs eager losses: {same} (max relative difference {rel:.2e})")
     if explicit:
         calls = sorted(set(ga.calls))
         c.check(ga.calls.count("recap_capture_prime") == 1 and
