@@ -22,8 +22,9 @@ static recap_status_t check_params(const recap_region_params_t *p)
     return RECAP_OK;
 }
 
-/* Saves the inputs, the first one as this rank's slice when distributing (the slice handle is
- * freed once saved: the host's save keeps its contents). */
+/* Saves the inputs, the first one as this rank's slice when distributing. A host's save keeps the
+ * slice's contents, so its handle is freed at once; without save the handle is what is kept, and
+ * it is freed with the saved inputs. */
 static recap_status_t stash(recap__rec_t *r)
 {
     recap_buffer_t bufs[RECAP_MAX_ARGS], slice = NULL;
@@ -38,8 +39,10 @@ static recap_status_t stash(recap__rec_t *r)
         bufs[p] = slice;
     }
     st = recap__rec_save(r, bufs);
-    if (slice != NULL)
+    if (slice != NULL && (st != RECAP_OK || r->ops->save != NULL))
         r->ops->free_buffer(r->host, slice);
+    else if (slice != NULL)
+        r->own_slice = slice;
     return st;
 }
 

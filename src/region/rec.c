@@ -150,6 +150,10 @@ void recap__rec_drop(recap__rec_t *r)
         if (r->ops->drop != NULL)
             r->ops->drop(r->host, r->saved[k]);
     r->nsaved = 0;
+    if (r->own_slice != NULL) {
+        r->ops->free_buffer(r->host, r->own_slice);
+        r->own_slice = NULL;
+    }
 }
 
 void recap__rec_fini(recap__rec_t *r)

@@ -38,6 +38,9 @@ typedef struct recap__rec {
     recap_snapshot_h fwd; /* the RNG state before the first run */
     void *saved[RECAP_MAX_ARGS]; /* the host's saved cookies, by input index */
     int nsaved;
+    /* A distributed slice kept as the saved handle itself (a host without save): recap owns it
+     * and frees it when the saved inputs are dropped. */
+    recap_buffer_t own_slice;
 } recap__rec_t;
 
 /* Which host operations a user of recap__rec_init needs beyond the always-required ones. */
