@@ -477,6 +477,83 @@ START_TEST(snapshot_restore_inside_capture_redraws_the_forward)
 }
 END_TEST
 
+/* A framework's backward (and so the recompute that restores the snapshot) runs on a worker
+ * thread while the capture belongs to the thread that began it: the restore must still restore
+ * capture-relative offsets. */
+typedef struct {
+    recap_tracker_h t;
+    recap_snapshot_h snap;
+    recap_generator_h gen;
+    recap_stream_t s;
+    void *b;
+    size_t n;
+    recap_status_t st[4];
+} worker_recompute_t;
+
+static void *worker_recompute(void *arg)
+{
+    worker_recompute_t *w = arg;
+    recap_fork_token_t tok;
+
+    w->st[0] = recap_snapshot_restore(w->t, w->snap);
+    w->st[1] = recap_tracker_fork(w->t, RECAP_RNG_MODEL_PARALLEL, &tok);
+    w->st[2] = recap_generator_fill_u32(w->gen, w->s, w->b, w->n);
+    w->st[3] = recap_tracker_unfork(w->t, tok);
+    return NULL;
+}
+
+START_TEST(recompute_on_a_worker_thread_inside_capture_redraws_the_forward)
+{
+    recap_tracker_params_t p = {RECAP_TRACKER_GRAPH_SAFE, NULL, 0, NULL};
+    worker_recompute_t w = {0};
+    recap_fork_token_t tok;
+    recap_graph_t g;
+    recap_graph_exec_t e;
+    pthread_t th;
+    void *a;
+    uint32_t *ha, *hb;
+    int k, i;
+
+    w.n = 1 + tu_rand_below(100000);
+    ha = malloc(w.n * 4);
+    hb = malloc(w.n * 4);
+    ck_assert_ok(recap_stream_create(0, &w.s));
+    ck_assert_ok(recap_tracker_create(&p, &w.t));
+    ck_assert_ok(recap_tracker_add(w.t, RECAP_RNG_MODEL_PARALLEL, 1 + tu_rand_below(1000)));
+    ck_assert_ok(recap_tracker_generator(w.t, &w.gen));
+    ck_assert_ok(recap_snapshot_create(&w.snap));
+    ck_assert_ok(recap_device_alloc(0, w.n * 4, &a));
+    ck_assert_ok(recap_device_alloc(0, w.n * 4, &w.b));
+    ck_assert_ok(recap_stream_begin_capture(w.s, RECAP_CAPTURE_RELAXED));
+    ck_assert_ok(recap_snapshot_take(w.t, w.snap));
+    ck_assert_ok(recap_tracker_fork(w.t, RECAP_RNG_MODEL_PARALLEL, &tok));
+    ck_assert_ok(recap_generator_fill_u32(w.gen, w.s, a, w.n));
+    ck_assert_ok(recap_tracker_unfork(w.t, tok));
+    pthread_create(&th, NULL, worker_recompute, &w);
+    pthread_join(th, NULL);
+    for (i = 0; i < 4; i++)
+        ck_assert_status(w.st[i], RECAP_OK);
+    ck_assert_ok(recap_stream_end_capture(w.s, &g));
+    ck_assert_ok(recap_graph_instantiate(g, &e));
+    for (k = 0; k < 3; k++) {
+        ck_assert_ok(recap_graph_launch(e, w.s));
+        ck_assert_ok(recap_stream_synchronize(w.s));
+        ck_assert_ok(recap_memcpy_to_host(0, ha, a, w.n * 4));
+        ck_assert_ok(recap_memcpy_to_host(0, hb, w.b, w.n * 4));
+        ck_assert_msg(memcmp(ha, hb, w.n * 4) == 0, "replay %d: worker recompute differs", k);
+    }
+    ck_assert_ok(recap_graph_exec_destroy(e));
+    ck_assert_ok(recap_graph_destroy(g));
+    ck_assert_ok(recap_device_free(0, a));
+    ck_assert_ok(recap_device_free(0, w.b));
+    ck_assert_ok(recap_snapshot_destroy(w.snap));
+    ck_assert_ok(recap_tracker_destroy(w.t));
+    ck_assert_ok(recap_stream_destroy(w.s));
+    free(ha);
+    free(hb);
+}
+END_TEST
+
 /* Graph-safe forks inside a capture: replays equal eager runs of the same forks. */
 static void forked_step(recap_tracker_h t, recap_generator_h gen, recap_stream_t s, void *b0,
                         void *b1, size_t n)
@@ -658,6 +735,7 @@ int main(void)
     tcase_add_test(tc, graph_safe_forks_inside_capture_replay_like_eager);
     tcase_add_test(tc, value_mode_fork_with_new_seed_fails_the_capture);
     tcase_add_test(tc, priming_during_another_threads_global_capture_keeps_it_valid);
+    tcase_add_test(tc, recompute_on_a_worker_thread_inside_capture_redraws_the_forward);
     tcase_add_test(tc, needs_registration_without_hooks);
     suite_add_tcase(s, tc);
     return tu_run(s);

@@ -144,44 +144,71 @@ recap_status_t recap__capture_draw(recap_capture_t *cap, recap_genstate_t *gs, u
     return RECAP_OK;
 }
 
+/*
+ * The running capture a state takes part in, whichever thread asks: frameworks run backward
+ * passes (and so recomputes that restore RNG snapshots) on worker threads while the capture
+ * belongs to the thread that began it. The calling thread's own capture is tried first; with
+ * `create`, a primed state not yet drawn in any capture joins the calling thread's. Called and
+ * used with caps_lock held, so the capture cannot end meanwhile.
+ */
+static recap_capture_t *capture_of_state(recap_genstate_t *gs, int create, capture_entry_t **e_p)
+{
+    recap_capture_t *c = thread_cap;
+
+    if (c != NULL && c->device == gs->device && (*e_p = entry_of(c, gs, 0)) != NULL)
+        return c;
+    for (c = caps_head; c != NULL; c = c->next)
+        if (c->device == gs->device && (*e_p = entry_of(c, gs, 0)) != NULL)
+            return c;
+    c = thread_cap;
+    if (create && c != NULL && c->device == gs->device &&
+        __atomic_load_n(&gs->slot, __ATOMIC_ACQUIRE) != 0 && (*e_p = entry_of(c, gs, 1)) != NULL)
+        return c;
+    return NULL;
+}
+
 int recap__capture_rel_get(recap_genstate_t *gs, uint64_t *rel)
 {
-    recap_capture_t *c = thread_cap;
-    capture_entry_t *e;
+    capture_entry_t *e = NULL;
+    recap_capture_t *c;
 
-    if (c == NULL || gs->device != c->device)
-        return 0;
-    recap__lock(&c->lock);
-    e = entry_of(c, gs, 0);
-    if (e != NULL)
+    pthread_mutex_lock(&caps_lock);
+    c = capture_of_state(gs, 0, &e);
+    if (c != NULL) {
+        recap__lock(&c->lock);
         *rel = e->rel;
-    recap__unlock(&c->lock);
-    return e != NULL;
+        recap__unlock(&c->lock);
+    }
+    pthread_mutex_unlock(&caps_lock);
+    return c != NULL;
 }
 
-int recap__capture_rel_set(recap_genstate_t *gs, uint64_t rel)
+static void poison(recap_capture_t *c, const char *why)
 {
-    recap_capture_t *c = thread_cap;
-    capture_entry_t *e;
-
-    if (c == NULL || gs->device != c->device || __atomic_load_n(&gs->slot, __ATOMIC_ACQUIRE) == 0)
-        return 0;
-    recap__lock(&c->lock);
-    e = entry_of(c, gs, 1);
-    if (e != NULL)
-        e->rel = rel;
-    recap__unlock(&c->lock);
-    return e != NULL;
-}
-
-void recap__capture_poison(const char *why)
-{
-    recap_capture_t *c = thread_cap;
-
-    if (c != NULL && c->poison[0] == '\0') {
+    if (c->poison[0] == '\0') {
         snprintf(c->poison, sizeof(c->poison), "%s", why);
         recap__log(RECAP_LOG_WARN, "capture %llu: %s", (unsigned long long)c->id, why);
     }
+}
+
+int recap__capture_rel_set(recap_genstate_t *gs, uint64_t rel, int seed_changed)
+{
+    capture_entry_t *e = NULL;
+    recap_capture_t *c;
+
+    pthread_mutex_lock(&caps_lock);
+    c = capture_of_state(gs, 1, &e);
+    if (c != NULL) {
+        recap__lock(&c->lock);
+        e->rel = rel;
+        if (seed_changed)
+            poison(c, "a generator's seed changed inside the capture (a value-mode tracker "
+                      "fork or set_state); the graph would replay with one seed: use a "
+                      "graph-safe tracker inside captures");
+        recap__unlock(&c->lock);
+    }
+    pthread_mutex_unlock(&caps_lock);
+    return c != NULL;
 }
 
 /* ------------------------------------------------------------------ events */

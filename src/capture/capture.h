@@ -41,16 +41,16 @@ recap_status_t recap__capture_of_stream(CUstream stream, recap_capture_t **cap_p
  * RECAP_ERR_NOT_REGISTERED when gs was not primed. */
 recap_status_t recap__capture_draw(recap_capture_t *cap, recap_genstate_t *gs, uint64_t inc,
                                    recap_philox_args_t *args);
-/* gs's offset relative to the running capture of this thread, if it took part: used so snapshots
- * and forks inside a capture save and restore capture-relative offsets. Returns 1 and sets *rel
- * when gs is in the thread's capture. */
+/* gs's offset relative to the running capture it takes part in (the calling thread's first, then
+ * any other thread's): snapshots and forks inside a capture save and restore capture-relative
+ * offsets, also from a framework's backward worker threads. Returns 1 and sets *rel when gs is
+ * in a running capture. */
 int recap__capture_rel_get(recap_genstate_t *gs, uint64_t *rel);
-/* Sets gs's capture-relative offset in the thread's capture (creating its entry when gs is
- * primed). Returns 1 when handled, 0 when no capture applies. */
-int recap__capture_rel_set(recap_genstate_t *gs, uint64_t rel);
-/* Marks the thread's capture as unusable (e.g. a seed changed inside it) with a reason that
- * recap_capture_ended reports. */
-void recap__capture_poison(const char *why);
+/* Sets gs's capture-relative offset in the capture it takes part in (or the calling thread's,
+ * creating its entry when gs is primed). A seed change cannot be replayed: `seed_changed` marks
+ * that capture as failed, with the reason recap_capture_ended reports. Returns 1 when handled,
+ * 0 when no capture applies. */
+int recap__capture_rel_set(recap_genstate_t *gs, uint64_t rel, int seed_changed);
 
 /* ---- graphs (graphs.c) */
 

@@ -102,11 +102,12 @@ static void store64(uint64_t *p, uint64_t v)
     __atomic_store_n(p, v, __ATOMIC_RELAXED);
 }
 
-/* Inside a capture of this thread, the offset is virtual: see generator.h. The capture test is
- * one load while no capture runs anywhere in the process. */
+/* While a capture the state takes part in runs, its offset is virtual (see generator.h), for
+ * every thread: backward passes run on worker threads. The test is one load while no capture
+ * runs anywhere in the process. */
 static int in_capture(const recap_genstate_t *gs)
 {
-    return gs->device >= 0 && recap__captures_running() && recap__capture_of_thread() != NULL;
+    return gs->device >= 0 && recap__captures_running();
 }
 
 static void get_value(recap_genstate_t *gs, uint64_t *seed, uint64_t *offset)
@@ -121,13 +122,9 @@ static void get_value(recap_genstate_t *gs, uint64_t *seed, uint64_t *offset)
 
 static void set_value(recap_genstate_t *gs, uint64_t seed, uint64_t offset)
 {
-    if (in_capture(gs) && recap__capture_rel_set(gs, offset - load64(&gs->offset))) {
-        if (seed != load64(&gs->seed))
-            recap__capture_poison("a generator's seed changed inside the capture (a value-mode "
-                                  "tracker fork or set_state); the graph would replay with one "
-                                  "seed: use a graph-safe tracker inside captures");
+    if (in_capture(gs) &&
+        recap__capture_rel_set(gs, offset - load64(&gs->offset), seed != load64(&gs->seed)))
         return;
-    }
     store64(&gs->seed, seed);
     store64(&gs->offset, offset);
 }

@@ -49,10 +49,11 @@ recap_genstate_t *recap__genstate_new(int device, uint64_t seed, uint64_t offset
 void recap__genstate_ref(recap_genstate_t *s);
 void recap__genstate_unref(recap_genstate_t *s);
 
-/* Value access. Inside a capture on the calling thread, the offset seen and set is the virtual
- * one (the host offset plus the offset relative to the capture), so snapshots and forks inside
- * a capture save and restore capture-relative offsets; a seed change there cannot be replayed
- * and marks the capture as failed (recap_capture_ended reports it). */
+/* Value access. While the state takes part in a running capture (whichever thread asks: a
+ * framework's backward runs on worker threads), the offset seen and set is the virtual one (the
+ * host offset plus the offset relative to the capture), so snapshots and forks inside a capture
+ * save and restore capture-relative offsets; a seed change there cannot be replayed and marks
+ * the capture as failed (recap_capture_ended reports it). */
 void recap__genstate_get_value(recap_genstate_t *gs, uint64_t *seed, uint64_t *offset);
 void recap__genstate_set_value(recap_genstate_t *gs, uint64_t seed, uint64_t offset);
 void recap__generator_get_value(recap_generator_h gen, uint64_t *seed, uint64_t *offset);
