@@ -1,9 +1,11 @@
 #include "config.h"
 
+#include "capture/capture.h"
 #include "hooks/events.h"
 
 void recap__hook_begin(recap_hook_call_t *c)
 {
+    c->taken = NULL;
     c->report = recap__hooks_enter() == 0 && recap__hooks_reporting(RECAP_HOOKS_PRELOAD);
 }
 
@@ -57,12 +59,23 @@ void recap__ev_cloned(recap_hook_call_t *c, int ok, void *orig, void *clone)
 
 void recap__ev_destroy_graph(recap_hook_call_t *c, void *graph)
 {
-    REPORT(c, "graph destroyed", recap_graph_destroyed(graph));
+    if (c->report)
+        c->taken = recap__record_take(graph, 0);
 }
 
 void recap__ev_destroy_exec(recap_hook_call_t *c, void *exec)
 {
-    REPORT(c, "exec destroyed", recap_graph_exec_destroyed(exec));
+    if (c->report)
+        c->taken = recap__record_take(exec, 1);
+}
+
+void recap__ev_destroy_done(recap_hook_call_t *c, void *handle, int exec, int ok)
+{
+    if (ok)
+        recap__record_unref(c->taken);
+    else
+        recap__record_put_back(handle, exec, c->taken);
+    c->taken = NULL;
 }
 
 void recap__ev_before_launch(recap_hook_call_t *c, void *exec, void *stream)

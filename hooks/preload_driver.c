@@ -229,6 +229,7 @@ RECAP_HOOK CUresult cuGraphDestroy(CUgraph g)
     recap__hook_begin(&c);
     recap__ev_destroy_graph(&c, g);
     rc = real_(g);
+    recap__ev_destroy_done(&c, g, 0, rc == CUDA_SUCCESS);
     recap__hook_end(&c);
     return rc;
 }
@@ -242,6 +243,7 @@ RECAP_HOOK CUresult cuGraphExecDestroy(CUgraphExec e)
     recap__hook_begin(&c);
     recap__ev_destroy_exec(&c, e);
     rc = real_(e);
+    recap__ev_destroy_done(&c, e, 1, rc == CUDA_SUCCESS);
     recap__hook_end(&c);
     return rc;
 }

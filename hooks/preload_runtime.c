@@ -241,6 +241,7 @@ EXPORT cudaError_t cudaGraphDestroy(cudaGraph_t g)
     recap__hook_begin(&c);
     recap__ev_destroy_graph(&c, g);
     rc = real_(g);
+    recap__ev_destroy_done(&c, g, 0, rc == cudaSuccess);
     recap__hook_end(&c);
     return rc;
 }
@@ -254,6 +255,7 @@ EXPORT cudaError_t cudaGraphExecDestroy(cudaGraphExec_t e)
     recap__hook_begin(&c);
     recap__ev_destroy_exec(&c, e);
     rc = real_(e);
+    recap__ev_destroy_done(&c, e, 1, rc == cudaSuccess);
     recap__hook_end(&c);
     return rc;
 }

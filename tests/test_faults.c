@@ -10,11 +10,15 @@
 #include <cuda.h>
 #include <dlfcn.h>
 #include <pthread.h>
+#include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 
 #include "testutil.h"
+
+extern char **environ;
 
 /* ---------------------------------------------------------------- the driver under test */
 
@@ -445,6 +449,98 @@ START_TEST(failed_launch_reports_and_the_next_launch_draws_the_current_state)
 }
 END_TEST
 
+/* The driver refuses to destroy an executable or a graph inside a global capture of the calling
+ * thread (potentially unsafe calls): both stay alive, so recap must keep their records and the
+ * executable's launches must go on drawing fresh numbers. */
+START_TEST(refused_destroys_keep_the_records_of_what_stays_alive)
+{
+    recap_graph_t graph, clone, scratch;
+    recap_graph_exec_t exec;
+    uint64_t records;
+    rig_t r;
+
+    rig_init(&r);
+    graph = rig_capture(&r);
+    ck_assert_ok(recap_graph_instantiate(graph, &exec));
+    ck_assert_ok(recap_graph_clone(graph, &clone));
+    records = live_records();
+    rig_launch_matches_eager(&r, exec);
+    ck_assert_ok(recap_stream_begin_capture(r.s, RECAP_CAPTURE_GLOBAL));
+    ck_assert_fails_with(recap_graph_exec_destroy(exec), RECAP_ERR_CUDA, "cuGraphExecDestroy");
+    ck_assert_status(recap_stream_end_capture(r.s, &scratch), RECAP_ERR_CUDA); /* invalidated */
+    ck_assert_uint_eq(live_records(), records);
+    if (fail_next("cuGraphDestroy", 1)) {
+        ck_assert_fails_with(recap_graph_destroy(graph), RECAP_ERR_CUDA, "cuGraphDestroy");
+        ck_assert_uint_eq(live_records(), records);
+    }
+    rig_launch_matches_eager(&r, exec);
+    rig_launch_matches_eager(&r, exec);
+    ck_assert_ok(recap_graph_exec_destroy(exec));
+    ck_assert_ok(recap_graph_instantiate(clone, &exec));
+    rig_launch_matches_eager(&r, exec);
+    ck_assert_ok(recap_graph_exec_destroy(exec));
+    ck_assert_ok(recap_graph_destroy(clone));
+    ck_assert_ok(recap_graph_destroy(graph));
+    ck_assert_uint_eq(live_records(), records - 3);
+    rig_free(&r);
+}
+END_TEST
+
+/* The same through recap's interposed driver entry points, as a preloaded recap sees a host's
+ * destroys: this program run again with RECAP_HOOKS=preload (see main). */
+START_TEST(hooked_refused_destroy_keeps_the_record)
+{
+    typedef CUresult (*destroy_fn)(CUgraphExec);
+    destroy_fn destroy = (destroy_fn)driver_fn("cuGraphExecDestroy");
+    recap_graph_t graph, scratch;
+    recap_graph_exec_t exec;
+    recap_hooks_t hooks;
+    uint64_t records;
+    rig_t r;
+
+    ck_assert_ok(recap_hooks_active(&hooks));
+    ck_assert_int_eq(hooks, RECAP_HOOKS_PRELOAD);
+    /* The driver's entry point as the host finds it is recap's wrapper. */
+    ck_assert_ptr_eq((void *)destroy, dlsym(RTLD_DEFAULT, "cuGraphExecDestroy"));
+    rig_init(&r);
+    graph = rig_capture(&r);
+    ck_assert_ok(recap_graph_instantiate(graph, &exec));
+    records = live_records();
+    ck_assert_ok(recap_stream_begin_capture(r.s, RECAP_CAPTURE_GLOBAL));
+    ck_assert_int_eq(destroy((CUgraphExec)exec), CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
+    ck_assert_status(recap_stream_end_capture(r.s, &scratch), RECAP_ERR_CUDA);
+    ck_assert_uint_eq(live_records(), records);
+    rig_launch_matches_eager(&r, exec);
+    ck_assert_int_eq(destroy((CUgraphExec)exec), CUDA_SUCCESS);
+    ck_assert_uint_eq(live_records(), records - 1);
+    ck_assert_ok(recap_graph_destroy(graph));
+    rig_free(&r);
+}
+END_TEST
+
+START_TEST(refused_destroy_through_the_preload_hooks_keeps_the_record)
+{
+    static char hooks_env[] = "RECAP_HOOKS=preload";
+    char *argv[] = {(char *)"test_faults", (char *)"--hooked", NULL}, *envp[256];
+    char self[4096];
+    ssize_t len = readlink("/proc/self/exe", self, sizeof(self) - 1);
+    int n = 0, i, status = -1;
+    pid_t pid;
+
+    ck_assert_int_gt(len, 0);
+    self[len] = '\0';
+    for (i = 0; environ[i] != NULL && n < 250; i++)
+        if (strncmp(environ[i], "RECAP_HOOKS=", 12) != 0)
+            envp[n++] = environ[i];
+    envp[n++] = hooks_env;
+    envp[n] = NULL;
+    ck_assert_int_eq(posix_spawn(&pid, self, NULL, NULL, argv, envp), 0);
+    ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+    ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "the hooked run failed (%d)",
+                  status);
+}
+END_TEST
+
 START_TEST(failed_instantiation_keeps_no_exec_record)
 {
     recap_graph_exec_t exec = (recap_graph_exec_t)0x1;
@@ -609,12 +705,18 @@ START_TEST(dlsym_of_other_names_resolves_relative_to_the_caller)
 }
 END_TEST
 
-int main(void)
+int main(int argc, char **argv)
 {
     Suite *s = suite_create("faults");
     TCase *tc = tcase_create("faults");
 
     tcase_set_timeout(tc, 60);
+    if (argc == 2 && strcmp(argv[1], "--hooked") == 0) {
+        /* Run by refused_destroy_through_the_preload_hooks_keeps_the_record. */
+        tcase_add_test(tc, hooked_refused_destroy_keeps_the_record);
+        suite_add_tcase(s, tc);
+        return tu_run(s);
+    }
     tcase_add_test(tc, without_a_driver_every_device_call_answers_no_driver);
     tcase_add_test(tc, without_a_driver_host_generators_and_trackers_work);
     tcase_add_test(tc, slot_allocation_failure_fails_the_capture_start_and_the_next_one_works);
@@ -623,6 +725,8 @@ int main(void)
     tcase_add_test(tc, capture_the_host_invalidates_ends_with_an_error_and_no_record);
     tcase_add_test(tc, graph_destroyed_while_its_execs_live_keeps_them_drawing_correctly);
     tcase_add_test(tc, failed_launch_reports_and_the_next_launch_draws_the_current_state);
+    tcase_add_test(tc, refused_destroys_keep_the_records_of_what_stays_alive);
+    tcase_add_test(tc, refused_destroy_through_the_preload_hooks_keeps_the_record);
     tcase_add_test(tc, failed_instantiation_keeps_no_exec_record);
     tcase_add_test(tc, device_setup_failures_are_retried);
     tcase_add_test(tc, device_allocation_failure_is_no_memory);

@@ -224,28 +224,47 @@ recap_status_t recap_graph_launch(recap_graph_exec_t exec, recap_stream_t stream
     return RECAP_OK;
 }
 
+/* A destroy the driver refuses (cuGraphExecDestroy inside a global capture of this thread, say)
+ * leaves the handle alive, and its launches must keep advancing the generators: recap's record
+ * goes only with the handle (capture.h, recap__record_take). */
+static recap_status_t destroy_handle(const recap_driver_t *drv, void *handle, int exec)
+{
+    const recap_device_t *dev;
+    recap_rng_record_t *rec;
+    recap_status_t st;
+    CUresult rc;
+    int pushed;
+
+    st = recap__device_get(graph_call_device(drv, handle), &dev);
+    if (st == RECAP_OK)
+        st = recap__ctx_enter(dev, &pushed);
+    if (st != RECAP_OK)
+        return st;
+    rec = recap__record_take(handle, exec);
+    rc = exec ? drv->cuGraphExecDestroy((CUgraphExec)handle) : drv->cuGraphDestroy((CUgraph)handle);
+    recap__ctx_leave(pushed);
+    if (rc != CUDA_SUCCESS) {
+        recap__record_put_back(handle, exec, rec);
+        return recap__cuda_fail(rc, exec ? "cuGraphExecDestroy" : "cuGraphDestroy");
+    }
+    recap__record_unref(rec);
+    return RECAP_OK;
+}
+
 recap_status_t recap_graph_destroy(recap_graph_t graph)
 {
-    int device;
     NEED_DRIVER(drv);
 
     RECAP_CHECK_ARG(graph != NULL, "graph is NULL");
-    device = graph_call_device(drv, graph);
-    recap_graph_destroyed(graph);
-    RECAP_IN_DEVICE(device, "cuGraphDestroy", drv->cuGraphDestroy((CUgraph)graph));
-    return RECAP_OK;
+    return destroy_handle(drv, graph, 0);
 }
 
 recap_status_t recap_graph_exec_destroy(recap_graph_exec_t exec)
 {
-    int device;
     NEED_DRIVER(drv);
 
     RECAP_CHECK_ARG(exec != NULL, "exec is NULL");
-    device = graph_call_device(drv, exec);
-    recap_graph_exec_destroyed(exec);
-    RECAP_IN_DEVICE(device, "cuGraphExecDestroy", drv->cuGraphExecDestroy((CUgraphExec)exec));
-    return RECAP_OK;
+    return destroy_handle(drv, exec, 1);
 }
 
 recap_status_t recap_capture_prime(recap_stream_t stream)

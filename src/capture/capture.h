@@ -62,6 +62,12 @@ recap_rng_record_t *recap__record_new(int device, size_t n);
 int recap__graph_device(const void *graph_or_exec);
 void recap__record_set(recap_rng_record_t *rec, size_t i, recap_genstate_t *gs, uint64_t inc);
 void recap__record_unref(recap_rng_record_t *rec);
+/* Destroys: the record of a graph (exec = 0) or executable (exec = 1) comes out of recap's map
+ * before the driver's destroy (NULL when there is none), and is put back when the driver refused
+ * (the handle lives on and may launch) or dropped once it succeeded. Out of the map meanwhile, so
+ * a handle value the driver hands out again at once cannot lose its new record. */
+recap_rng_record_t *recap__record_take(const void *handle, int exec);
+void recap__record_put_back(void *handle, int exec, recap_rng_record_t *rec);
 
 /* ---- counters (graphs.c) */
 typedef enum {

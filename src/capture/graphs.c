@@ -171,6 +171,22 @@ recap_status_t recap_graph_cloned(recap_graph_t original, recap_graph_t clone)
     return map_put(&graphs, clone, r);
 }
 
+recap_rng_record_t *recap__record_take(const void *handle, int exec)
+{
+    recap_rng_record_t *r;
+
+    pthread_mutex_lock(&map_lock);
+    r = recap__ptrmap_del(exec ? &execs : &graphs, handle);
+    pthread_mutex_unlock(&map_lock);
+    return r;
+}
+
+void recap__record_put_back(void *handle, int exec, recap_rng_record_t *rec)
+{
+    if (rec != NULL)
+        map_put(exec ? &execs : &graphs, handle, rec);
+}
+
 recap_status_t recap_graph_destroyed(recap_graph_t graph)
 {
     map_drop(&graphs, graph);
