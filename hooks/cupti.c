@@ -17,6 +17,7 @@
 #include <cupti.h>
 #endif
 
+#include "base/atfork.h"
 #include "base/dl.h"
 #include "base/error.h"
 #include "base/log.h"
@@ -35,6 +36,11 @@ static void *cupti_lib;
 static CUpti_SubscriberHandle subscriber;
 static recap_hooks_t installed_as = RECAP_HOOKS_NONE;
 static pthread_mutex_t cupti_lock = PTHREAD_MUTEX_INITIALIZER;
+
+void recap__cupti_atfork(recap_atfork_t when)
+{
+    recap__atfork_mutex(&cupti_lock, when);
+}
 
 static const CUpti_CallbackId driver_ids[] = {
     CUPTI_DRIVER_TRACE_CBID_cuStreamBeginCapture,
@@ -282,6 +288,11 @@ recap_status_t recap_cupti_is_free(int *free_p)
 }
 
 #else /* !HAVE_CUPTI */
+
+void recap__cupti_atfork(recap_atfork_t when)
+{
+    (void)when;
+}
 
 recap_status_t recap__cupti_install(recap_hooks_t as)
 {

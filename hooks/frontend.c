@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/atfork.h"
 #include "base/dl.h"
 #include "base/error.h"
 #include "base/log.h"
@@ -136,21 +137,27 @@ void recap__hooks_leave(void)
     depth--;
 }
 
+static pthread_mutex_t failed_lock = PTHREAD_MUTEX_INITIALIZER;
+
+void recap__hooks_atfork(recap_atfork_t when)
+{
+    recap__atfork_mutex(&failed_lock, when);
+}
+
 void recap__hooks_event_failed(const char *where, recap_status_t st)
 {
     /* Once per call site: a hook that cannot do its part must not flood the host's stderr. */
-    static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
     static const char *seen[64];
     static int nseen;
     int i, first = 1;
 
-    pthread_mutex_lock(&lock);
+    pthread_mutex_lock(&failed_lock);
     for (i = 0; i < nseen; i++)
         if (seen[i] == where)
             first = 0;
     if (first && nseen < 64)
         seen[nseen++] = where;
-    pthread_mutex_unlock(&lock);
+    pthread_mutex_unlock(&failed_lock);
     if (first)
         recap__log(RECAP_LOG_WARN, "%s: %s: %s (the CUDA call goes on unchanged)", where,
                    recap_strerror(st), recap_last_error());

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/atfork.h"
 #include "base/error.h"
 #include "base/lock.h"
 #include "base/log.h"
@@ -387,4 +388,38 @@ recap_status_t recap_capture_ended(recap_stream_t stream, recap_graph_t graph)
     }
     capture_free(c);
     return st;
+}
+
+/* ------------------------------------------------------------------ fork */
+
+void recap__capture_atfork(recap_atfork_t when)
+{
+    recap__atfork_mutex(&caps_lock, when);
+}
+
+/* In a forked child only the forking thread lives on: the captures other threads had begun
+ * belong to no thread now and are dropped (their streams are the parent's business). */
+void recap__capture_atfork_child(void)
+{
+    recap_capture_t **pp = &caps_head, *c, *dropped = NULL;
+    pthread_t self = pthread_self();
+    int n = 0;
+
+    pthread_mutex_lock(&caps_lock);
+    while ((c = *pp) != NULL) {
+        if (pthread_equal(c->thread, self)) {
+            pp = &c->next;
+            n++;
+        } else {
+            *pp = c->next;
+            c->next = dropped;
+            dropped = c;
+        }
+    }
+    __atomic_store_n(&recap__ncaptures, n, __ATOMIC_RELAXED);
+    pthread_mutex_unlock(&caps_lock);
+    while ((c = dropped) != NULL) {
+        dropped = c->next;
+        capture_free(c);
+    }
 }

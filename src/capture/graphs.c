@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/atfork.h"
 #include "base/error.h"
 #include "base/log.h"
 #include "base/ptrmap.h"
@@ -36,6 +37,11 @@ void recap__stat_add(recap_stat_t which, uint64_t n)
 static pthread_mutex_t map_lock = PTHREAD_MUTEX_INITIALIZER;
 static recap_ptrmap_t graphs; /* CUgraph -> record */
 static recap_ptrmap_t execs;  /* CUgraphExec -> record */
+
+void recap__graphs_atfork(recap_atfork_t when)
+{
+    recap__atfork_mutex(&map_lock, when);
+}
 
 recap_rng_record_t *recap__record_new(int device, size_t n)
 {

@@ -3,6 +3,7 @@
 #include <dlfcn.h>
 #include <pthread.h>
 
+#include "base/atfork.h"
 #include "base/dl.h"
 #include "base/error.h"
 #include "base/log.h"
@@ -16,6 +17,11 @@
  */
 static pthread_mutex_t probe_lock = PTHREAD_MUTEX_INITIALIZER;
 static int probe_done, probe_needs;
+
+void recap__capture_probe_atfork(recap_atfork_t when)
+{
+    recap__atfork_mutex(&probe_lock, when);
+}
 
 typedef CUresult (*begin_fn)(CUstream, CUstreamCaptureMode);
 typedef CUresult (*end_fn)(CUstream, CUgraph *);

@@ -3,6 +3,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 
+#include "base/atfork.h"
 #include "base/error.h"
 #include "base/log.h"
 #include "capture/capture.h"
@@ -22,6 +23,11 @@ static struct {
     uint64_t *free; /* free slot addresses */
     size_t nfree, cap;
 } pool[MAX_DEVICES];
+
+void recap__slots_atfork(recap_atfork_t when)
+{
+    recap__atfork_mutex(&reg_lock, when);
+}
 
 void recap__slots_register(recap_genstate_t *gs)
 {

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/atfork.h"
 #include "base/error.h"
 #include "base/log.h"
 #include "driver/driver.h"
@@ -21,6 +22,11 @@ static const char *const kernel_names[RECAP_K_COUNT] = {RECAP_KERNELS(KERNEL_NAM
 static recap_device_t devices[RECAP_MAX_DEVICES];
 static int device_ready[RECAP_MAX_DEVICES];
 static pthread_mutex_t device_lock = PTHREAD_MUTEX_INITIALIZER;
+
+void recap__device_atfork(recap_atfork_t when)
+{
+    recap__atfork_mutex(&device_lock, when);
+}
 
 recap_status_t recap__device_count(int *count_p)
 {
