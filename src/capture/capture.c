@@ -149,22 +149,36 @@ recap_status_t recap__capture_draw(recap_capture_t *cap, recap_genstate_t *gs, u
  * The running capture a state takes part in, whichever thread asks: frameworks run backward
  * passes (and so recomputes that restore RNG snapshots) on worker threads while the capture
  * belongs to the thread that began it. The calling thread's own capture is tried first; with
- * `create`, a primed state not yet drawn in any capture joins the calling thread's. Called and
- * used with caps_lock held, so the capture cannot end meanwhile.
+ * `create`, a primed state not yet drawn in any capture joins the calling thread's. Called with
+ * caps_lock held, so the capture cannot end meanwhile; returns it with its own lock held (the
+ * caller unlocks): its entries grow, and move, under that lock as its thread draws.
  */
 static recap_capture_t *capture_of_state(recap_genstate_t *gs, int create, capture_entry_t **e_p)
 {
     recap_capture_t *c = thread_cap;
 
-    if (c != NULL && c->device == gs->device && (*e_p = entry_of(c, gs, 0)) != NULL)
-        return c;
-    for (c = caps_head; c != NULL; c = c->next)
-        if (c->device == gs->device && (*e_p = entry_of(c, gs, 0)) != NULL)
+    if (c != NULL && c->device == gs->device) {
+        recap__lock(&c->lock);
+        if ((*e_p = entry_of(c, gs, 0)) != NULL)
             return c;
+        recap__unlock(&c->lock);
+    }
+    for (c = caps_head; c != NULL; c = c->next) {
+        if (c->device != gs->device)
+            continue;
+        recap__lock(&c->lock);
+        if ((*e_p = entry_of(c, gs, 0)) != NULL)
+            return c;
+        recap__unlock(&c->lock);
+    }
     c = thread_cap;
     if (create && c != NULL && c->device == gs->device &&
-        __atomic_load_n(&gs->slot, __ATOMIC_ACQUIRE) != 0 && (*e_p = entry_of(c, gs, 1)) != NULL)
-        return c;
+        __atomic_load_n(&gs->slot, __ATOMIC_ACQUIRE) != 0) {
+        recap__lock(&c->lock);
+        if ((*e_p = entry_of(c, gs, 1)) != NULL)
+            return c;
+        recap__unlock(&c->lock);
+    }
     return NULL;
 }
 
@@ -176,7 +190,6 @@ int recap__capture_rel_get(recap_genstate_t *gs, uint64_t *rel)
     pthread_mutex_lock(&caps_lock);
     c = capture_of_state(gs, 0, &e);
     if (c != NULL) {
-        recap__lock(&c->lock);
         *rel = e->rel;
         recap__unlock(&c->lock);
     }
@@ -200,7 +213,6 @@ int recap__capture_rel_set(recap_genstate_t *gs, uint64_t rel, int seed_changed)
     pthread_mutex_lock(&caps_lock);
     c = capture_of_state(gs, 1, &e);
     if (c != NULL) {
-        recap__lock(&c->lock);
         e->rel = rel;
         if (seed_changed)
             poison(c, "a generator's seed changed inside the capture (a value-mode tracker "
