@@ -253,6 +253,7 @@ START_TEST(bad_arguments_are_refused)
     recap_nccl_h w = NULL;
     void *comms[2];
     int devices[2] = {0, 1}, v = 0;
+    uint64_t not_comm[8] = {0}; /* as large as the fake's communicator header it reads */
 
     use_fake();
     ck_assert_ok(recap_nccl_version(&v));
@@ -291,7 +292,7 @@ START_TEST(bad_arguments_are_refused)
     ck_assert_ptr_nonnull(strstr(recap_last_error(), "rank 1 of 2"));
     p = good, p.nranks = 3;
     ck_assert_status(recap_nccl_ops_create(&p, &w), RECAP_ERR_INVALID_ARG);
-    p = good, p.comm = &v; /* not a communicator: NCCL's own check answers */
+    p = good, p.comm = not_comm; /* not a communicator: NCCL's own check answers */
     ck_assert_status(recap_nccl_ops_create(&p, &w), RECAP_ERR_INVALID_ARG);
     ck_assert_ptr_nonnull(strstr(recap_last_error(), "ncclCommCount"));
     ck_assert_ptr_null(w);

@@ -113,7 +113,7 @@ void rr_dropout_fn(const float *x, float *y, uint64_t n, float a, float b, recap
     recap_generator_h g;
     uint64_t i;
 
-    rr_dropout_runs++;
+    __atomic_add_fetch(&rr_dropout_runs, 1, __ATOMIC_RELAXED); /* rank threads of test_nccl too */
     if (mask == NULL || recap_tracker_generator(t, &g) != RECAP_OK ||
         recap_generator_fill_uniform(g, NULL, jitter, 4) != RECAP_OK ||
         recap_tracker_fork(t, RECAP_RNG_MODEL_PARALLEL, &tok) != RECAP_OK ||
