@@ -87,36 +87,7 @@ static void mutex_pair(bench_ctx_t *c)
     }
 }
 
-static double now_ns(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec * 1e9 + (double)ts.tv_nsec;
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-
-    return (x > y) - (x < y);
-}
-
-/* Median ns per operation over REPS batches, after one untimed warm-up batch. */
-static double median_ns(batch_fn fn, bench_ctx_t *c)
-{
-    double t[REPS];
-    int r;
-
-    fn(c);
-    for (r = 0; r < REPS; r++) {
-        double t0 = now_ns();
-        fn(c);
-        t[r] = (now_ns() - t0) / BATCH;
-    }
-    qsort(t, REPS, sizeof(t[0]), cmp_double);
-    return t[REPS / 2];
-}
+#include "median.h"
 
 static void setup(bench_ctx_t *c, uint32_t flags)
 {
