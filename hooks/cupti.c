@@ -67,6 +67,15 @@ static void report(const char *where, recap_status_t st)
         recap__hooks_event_failed(where, st);
 }
 
+/* Every form of "begin capture": prime on entry, report the capture on a successful exit. */
+static void begin_event(int enter, int ok, CUstream s, CUstreamCaptureMode mode)
+{
+    if (enter)
+        report("priming before capture", recap_capture_will_begin(s, (recap_capture_mode_t)mode));
+    else if (ok)
+        report("capture began", recap_capture_began(s));
+}
+
 static void on_driver(CUpti_CallbackId id, const CUpti_CallbackData *d)
 {
     int enter = d->callbackSite == CUPTI_API_ENTER;
@@ -75,32 +84,21 @@ static void on_driver(CUpti_CallbackId id, const CUpti_CallbackData *d)
 
     switch (id) {
     case CUPTI_DRIVER_TRACE_CBID_cuStreamBeginCapture:
-    case CUPTI_DRIVER_TRACE_CBID_cuStreamBeginCapture_ptsz: {
-        CUstream s = ((const cuStreamBeginCapture_params *)d->functionParams)->hStream;
-        if (enter)
-            report("priming before capture", recap_capture_will_begin(s, RECAP_CAPTURE_GLOBAL));
-        else if (ok)
-            report("capture began", recap_capture_began(s));
+    case CUPTI_DRIVER_TRACE_CBID_cuStreamBeginCapture_ptsz:
+        /* the one-argument form captures in relaxed mode (observed on driver 580) */
+        begin_event(enter, ok, ((const cuStreamBeginCapture_params *)d->functionParams)->hStream,
+                    CU_STREAM_CAPTURE_MODE_RELAXED);
         break;
-    }
     case CUPTI_DRIVER_TRACE_CBID_cuStreamBeginCapture_v2:
     case CUPTI_DRIVER_TRACE_CBID_cuStreamBeginCapture_v2_ptsz: {
         const cuStreamBeginCapture_v2_params *p = d->functionParams;
-        if (enter)
-            report("priming before capture",
-                   recap_capture_will_begin(p->hStream, (recap_capture_mode_t)p->mode));
-        else if (ok)
-            report("capture began", recap_capture_began(p->hStream));
+        begin_event(enter, ok, p->hStream, p->mode);
         break;
     }
     case CUPTI_DRIVER_TRACE_CBID_cuStreamBeginCaptureToGraph:
     case CUPTI_DRIVER_TRACE_CBID_cuStreamBeginCaptureToGraph_ptsz: {
         const cuStreamBeginCaptureToGraph_params *p = d->functionParams;
-        if (enter)
-            report("priming before capture",
-                   recap_capture_will_begin(p->hStream, (recap_capture_mode_t)p->mode));
-        else if (ok)
-            report("capture began", recap_capture_began(p->hStream));
+        begin_event(enter, ok, p->hStream, p->mode);
         break;
     }
     case CUPTI_DRIVER_TRACE_CBID_cuStreamEndCapture:

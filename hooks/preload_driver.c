@@ -57,14 +57,14 @@ RECAP_HOOK CUresult cuStreamBeginCapture_v2_ptsz(CUstream s, CUstreamCaptureMode
     return begin2(real_, s, mode);
 }
 
-/* The CUDA 10.0 form: global mode implied. */
+/* The CUDA 10.0 form, without a mode (driver 580 captures in relaxed mode there). */
 static CUresult begin1(begin1_fn real, CUstream s)
 {
     recap_hook_call_t c;
     CUresult rc;
 
     recap__hook_begin(&c);
-    recap__ev_before_begin_capture(&c, s, CU_STREAM_CAPTURE_MODE_GLOBAL);
+    recap__ev_before_begin_capture(&c, s, CU_STREAM_CAPTURE_MODE_RELAXED);
     rc = real(s);
     recap__ev_after_begin_capture(&c, s, rc == CUDA_SUCCESS);
     recap__hook_end(&c);
