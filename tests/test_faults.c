@@ -595,6 +595,38 @@ START_TEST(device_setup_failures_are_retried)
 }
 END_TEST
 
+/* A device setup that fails partway gives back what it took: the primary context retain and,
+ * once the kernels' module is loaded, the module (each retry would otherwise leak another). */
+START_TEST(failed_device_setup_releases_the_module_and_the_context)
+{
+    static const char *const fns[][2] = {{"cuCtxPushCurrent_v2", "cuCtxPushCurrent"},
+                                         {"cuModuleLoadData", "cuModuleLoadData"},
+                                         {"cuModuleGetFunction", "cuModuleGetFunction"}};
+    int (*live_modules)(void) = (int (*)(void))driver_fn("recap_double_live_modules");
+    int (*retains)(int) = (int (*)(int))driver_fn("recap_double_primary_retains");
+    void *buf = NULL;
+    size_t i;
+
+    if (live_modules == NULL || retains == NULL)
+        return; /* a real driver: no fault injection, no inspection */
+    ck_assert_int_eq(live_modules(), 0);
+    ck_assert_int_eq(retains(0), 0);
+    for (i = 0; i < sizeof(fns) / sizeof(fns[0]); i++) {
+        ck_assert(fail_next(fns[i][0], 1));
+        ck_assert_fails_with(recap_device_alloc(0, 4096, &buf), RECAP_ERR_CUDA, fns[i][1]);
+        ck_assert_ptr_null(buf);
+        ck_assert_msg(live_modules() == 0, "after %s failed: %d modules loaded", fns[i][0],
+                      live_modules());
+        ck_assert_msg(retains(0) == 0, "after %s failed: %d retains of the primary context",
+                      fns[i][0], retains(0));
+    }
+    ck_assert_ok(recap_device_alloc(0, 4096, &buf));
+    ck_assert_int_eq(live_modules(), 1);
+    ck_assert_int_eq(retains(0), 1);
+    ck_assert_ok(recap_device_free(0, buf));
+}
+END_TEST
+
 START_TEST(device_allocation_failure_is_no_memory)
 {
     void *buf = (void *)0x1;
@@ -729,6 +761,7 @@ int main(int argc, char **argv)
     tcase_add_test(tc, refused_destroy_through_the_preload_hooks_keeps_the_record);
     tcase_add_test(tc, failed_instantiation_keeps_no_exec_record);
     tcase_add_test(tc, device_setup_failures_are_retried);
+    tcase_add_test(tc, failed_device_setup_releases_the_module_and_the_context);
     tcase_add_test(tc, device_allocation_failure_is_no_memory);
     tcase_add_test(tc, cupti_taken_or_unavailable_leaves_explicit_mode_working);
     tcase_add_test(tc, driver_lookups_that_find_nothing_are_answered_as_the_driver_answers);

@@ -1,6 +1,7 @@
 #include "config.h"
 
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -44,13 +45,38 @@ recap_status_t recap__device_count(int *count_p)
     return RECAP_OK;
 }
 
+/* Loads recap's kernels into the current context. On failure nothing stays loaded: a device
+ * whose setup failed is set up again on its next use. */
+static recap_status_t load_kernels(const recap_driver_t *drv, recap_device_t *d)
+{
+    char what[96];
+    CUmodule mod;
+    CUresult rc;
+    int i;
+
+    rc = drv->cuModuleLoadData(&mod, recap_kernels_fatbin);
+    if (rc != CUDA_SUCCESS)
+        return recap__cuda_fail(rc, "cuModuleLoadData(recap kernels)");
+    for (i = 0; i < RECAP_K_COUNT; i++) {
+        rc = drv->cuModuleGetFunction(&d->fn[i], mod, kernel_names[i]);
+        if (rc != CUDA_SUCCESS) {
+            snprintf(what, sizeof(what), "cuModuleGetFunction(%s)", kernel_names[i]);
+            drv->cuModuleUnload(mod);
+            memset(d->fn, 0, sizeof(d->fn));
+            return recap__cuda_fail(rc, what);
+        }
+    }
+    return RECAP_OK;
+}
+
+/* Sets up one device: its primary context, retained for the life of the process once the setup
+ * succeeded, and recap's kernels loaded in it. A failure releases the retain again. */
 static recap_status_t device_setup(const recap_driver_t *drv, int ordinal, recap_device_t *d)
 {
     CUcontext cur = NULL;
-    CUmodule mod;
     CUresult rc;
-    int i, pushed = 0;
-    recap_status_t st = RECAP_OK;
+    int pushed = 0;
+    recap_status_t st;
 
     rc = drv->cuDeviceGet(&d->dev, ordinal);
     if (rc != CUDA_SUCCESS)
@@ -59,33 +85,29 @@ static recap_status_t device_setup(const recap_driver_t *drv, int ordinal, recap
     if (rc != CUDA_SUCCESS)
         return recap__cuda_fail(rc, "cuDeviceGetAttribute(MULTIPROCESSOR_COUNT)");
     /* The primary context is the one cudart-based hosts (PyTorch, JAX) use, so recap's kernels
-     * and the host's buffers share an address space. Retained for the life of the process. */
+     * and the host's buffers share an address space. */
     rc = drv->cuDevicePrimaryCtxRetain(&d->ctx, d->dev);
     if (rc != CUDA_SUCCESS)
         return recap__cuda_fail(rc, "cuDevicePrimaryCtxRetain");
     rc = drv->cuCtxGetCurrent(&cur);
     if (rc == CUDA_SUCCESS && cur != d->ctx) {
         rc = drv->cuCtxPushCurrent(d->ctx);
-        if (rc != CUDA_SUCCESS)
-            return recap__cuda_fail(rc, "cuCtxPushCurrent");
+        if (rc != CUDA_SUCCESS) {
+            st = recap__cuda_fail(rc, "cuCtxPushCurrent");
+            goto release;
+        }
         pushed = 1;
     }
-    rc = drv->cuModuleLoadData(&mod, recap_kernels_fatbin);
-    if (rc != CUDA_SUCCESS) {
-        st = recap__cuda_fail(rc, "cuModuleLoadData(recap kernels)");
-        goto out;
-    }
-    for (i = 0; i < RECAP_K_COUNT; i++) {
-        rc = drv->cuModuleGetFunction(&d->fn[i], mod, kernel_names[i]);
-        if (rc != CUDA_SUCCESS) {
-            st = recap__cuda_fail(rc, kernel_names[i]);
-            goto out;
-        }
-    }
-    recap__log(RECAP_LOG_INFO, "device %d ready: %d SMs, kernels loaded", ordinal, d->sm_count);
-out:
+    st = load_kernels(drv, d);
     if (pushed)
         drv->cuCtxPopCurrent(&cur);
+    if (st != RECAP_OK)
+        goto release;
+    recap__log(RECAP_LOG_INFO, "device %d ready: %d SMs, kernels loaded", ordinal, d->sm_count);
+    return RECAP_OK;
+release:
+    drv->cuDevicePrimaryCtxRelease(d->dev);
+    d->ctx = NULL;
     return st;
 }
 

@@ -12,8 +12,8 @@
  * recap finds it through RECAP_CUDA_DRIVER (test-only). Knobs, for tests:
  *   RECAP_DOUBLE_DEVICES=N     number of devices (default 2)
  *   RECAP_DOUBLE_FAIL_INIT=1   cuInit fails with CUDA_ERROR_NO_DEVICE
- * and the recap_double_* exports (launch/node/stream-operation counts, live graph and executable
- * counts, fault injection). Never installed.
+ * and the recap_double_* exports (launch/node/stream-operation counts, live graph, executable and
+ * module counts, primary context retains, fault injection). Never installed.
  */
 #define _GNU_SOURCE
 /* cuda.h then declares the legacy and per-thread-stream names too (cuGraphInstantiate's 5-argument
@@ -65,6 +65,7 @@ static const double_function_t kernel_table[] = {RECAP_KERNELS(KERNEL_FN)};
 typedef struct double_module {
     int device;
     double_function_t fns[NKERNELS];
+    struct double_module *next;
 } double_module_t;
 
 /* One unit of stream work: run at once, or recorded as a graph node (CUgraphNode = op_t *). */
@@ -107,6 +108,7 @@ struct double_capture {
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static int initialized, ndev = 2;
 static double_ctx_t primary[MAX_DEV];
+static int primary_retains[MAX_DEV]; /* cuDevicePrimaryCtxRetain minus ...Release, per device */
 static struct {
     uintptr_t base;
     size_t size;
@@ -119,6 +121,7 @@ static unsigned long launches, stream_ops;
 static double_stream_t *streams;
 static double_graph_t *graphs;
 static double_exec_t *execs;
+static double_module_t *modules;
 static double_capture_t *captures; /* every capture in progress */
 static uint64_t capture_seq;
 
@@ -136,6 +139,8 @@ EXPORT unsigned long recap_double_stream_ops(void);
 EXPORT unsigned long recap_double_node_count(CUgraph g);
 EXPORT int recap_double_live_graphs(void);
 EXPORT int recap_double_live_execs(void);
+EXPORT int recap_double_live_modules(void);
+EXPORT int recap_double_primary_retains(int device);
 EXPORT void recap_double_fail_next(const char *fn_name, int count);
 
 EXPORT unsigned long recap_double_launch_count(void)
@@ -182,6 +187,30 @@ EXPORT int recap_double_live_execs(void)
     pthread_mutex_lock(&lock);
     for (double_exec_t *e = execs; e != NULL; e = e->next)
         n++;
+    pthread_mutex_unlock(&lock);
+    return n;
+}
+
+/* Modules loaded and not unloaded, on every device. */
+EXPORT int recap_double_live_modules(void)
+{
+    int n = 0;
+
+    pthread_mutex_lock(&lock);
+    for (double_module_t *m = modules; m != NULL; m = m->next)
+        n++;
+    pthread_mutex_unlock(&lock);
+    return n;
+}
+
+/* Retains of the device's primary context not yet released; -1 for a device that is not. */
+EXPORT int recap_double_primary_retains(int device)
+{
+    int n = -1;
+
+    pthread_mutex_lock(&lock);
+    if (device >= 0 && device < MAX_DEV)
+        n = primary_retains[device];
     pthread_mutex_unlock(&lock);
     return n;
 }
@@ -399,8 +428,27 @@ EXPORT CUresult cuDevicePrimaryCtxRetain(CUcontext *c, CUdevice d)
         return CUDA_ERROR_INVALID_VALUE;
     if (d < 0 || d >= ndev)
         return CUDA_ERROR_INVALID_DEVICE;
+    pthread_mutex_lock(&lock);
+    primary_retains[d]++;
+    pthread_mutex_unlock(&lock);
     *c = (CUcontext)&primary[d];
     return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuDevicePrimaryCtxRelease_v2(CUdevice d)
+{
+    CUresult rc = CUDA_SUCCESS;
+
+    NEED_INIT();
+    if (d < 0 || d >= ndev)
+        return CUDA_ERROR_INVALID_DEVICE;
+    pthread_mutex_lock(&lock);
+    if (primary_retains[d] == 0)
+        rc = CUDA_ERROR_INVALID_CONTEXT; /* released more often than retained */
+    else
+        primary_retains[d]--;
+    pthread_mutex_unlock(&lock);
+    return rc;
 }
 
 EXPORT CUresult cuCtxGetCurrent(CUcontext *c)
@@ -973,7 +1021,30 @@ EXPORT CUresult cuModuleLoadData(CUmodule *m, const void *image)
         mod->fns[i] = kernel_table[i];
         mod->fns[i].device = mod->device;
     }
+    pthread_mutex_lock(&lock);
+    mod->next = modules;
+    modules = mod;
+    pthread_mutex_unlock(&lock);
     *m = (CUmodule)mod;
+    return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuModuleUnload(CUmodule m)
+{
+    double_module_t **pp, *found = NULL;
+
+    NEED_INIT();
+    pthread_mutex_lock(&lock);
+    for (pp = &modules; *pp != NULL; pp = &(*pp)->next)
+        if (*pp == (double_module_t *)m) {
+            found = *pp;
+            *pp = found->next;
+            break;
+        }
+    pthread_mutex_unlock(&lock);
+    if (found == NULL)
+        return CUDA_ERROR_INVALID_HANDLE;
+    free(found);
     return CUDA_SUCCESS;
 }
 
