@@ -2,9 +2,9 @@
  * CUPTI front end: for hosts that dlopen librecap (a framework plugin) and for
  * CUDA_INJECTION64_PATH. One subscriber, with only the callback ids recap needs enabled (with
  * every id enabled a tiny graph replay was measured going from 4.6 to 6.5 us): the driver's
- * capture begin/end and graph launch, and the resource domain's graph/exec lifecycle. The driver
- * domain sees cudart's calls too (cudart calls the driver), static or shared, so the runtime
- * domain is not needed and nothing is reported twice.
+ * capture begin/end, graph launch and graph/exec destroy, and the resource domain's graph/exec
+ * lifecycle. The driver domain sees cudart's calls too (cudart calls the driver), static or
+ * shared, so the runtime domain is not needed and nothing is reported twice.
  */
 #define _GNU_SOURCE
 #include "config.h"
@@ -21,6 +21,7 @@
 #include "base/dl.h"
 #include "base/error.h"
 #include "base/log.h"
+#include "hooks/events.h"
 #include "hooks/hooks.h"
 
 #ifdef HAVE_CUPTI
@@ -53,6 +54,8 @@ static const CUpti_CallbackId driver_ids[] = {
     CUPTI_DRIVER_TRACE_CBID_cuStreamEndCapture_ptsz,
     CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch,
     CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch_ptsz,
+    CUPTI_DRIVER_TRACE_CBID_cuGraphDestroy,
+    CUPTI_DRIVER_TRACE_CBID_cuGraphExecDestroy,
 };
 static const CUpti_CallbackId resource_ids[] = {
     CUPTI_CBID_RESOURCE_GRAPH_CLONED,
@@ -74,6 +77,31 @@ static void begin_event(int enter, int ok, CUstream s, CUstreamCaptureMode mode)
         report("priming before capture", recap_capture_will_begin(s, (recap_capture_mode_t)mode));
     else if (ok)
         report("capture began", recap_capture_began(s));
+}
+
+/* A graph (exec = 0) or executable destroy, as the preload front end handles it (events.c): the
+ * record leaves recap's map on entry and is dropped on exit only when the driver destroyed the
+ * handle; a refused destroy (inside a global capture of the thread, say) puts it back, as the
+ * handle lives on and may launch. The resource domain's "destroy starting" cannot tell: it may
+ * come for a destroy the driver then refuses. CUPTI's per-call correlation data carries the
+ * record from entry to exit. */
+static void destroy_event(const CUpti_CallbackData *d, int ok, void *handle, int exec)
+{
+    recap_hook_call_t c = {.report = 1, .taken = NULL};
+
+    if (d->correlationData == NULL)
+        return;
+    if (d->callbackSite == CUPTI_API_ENTER) {
+        if (exec)
+            recap__ev_destroy_exec(&c, handle);
+        else
+            recap__ev_destroy_graph(&c, handle);
+        *d->correlationData = (uint64_t)(uintptr_t)c.taken;
+        return;
+    }
+    c.taken = (void *)(uintptr_t)*d->correlationData;
+    *d->correlationData = 0;
+    recap__ev_destroy_done(&c, handle, exec, ok);
 }
 
 static void on_driver(CUpti_CallbackId id, const CUpti_CallbackData *d)
@@ -120,6 +148,12 @@ static void on_driver(CUpti_CallbackId id, const CUpti_CallbackData *d)
             report("graph launch failed", recap_graph_launch_failed(p->hGraph));
         break;
     }
+    case CUPTI_DRIVER_TRACE_CBID_cuGraphDestroy:
+        destroy_event(d, ok, ((const cuGraphDestroy_params *)d->functionParams)->hGraph, 0);
+        break;
+    case CUPTI_DRIVER_TRACE_CBID_cuGraphExecDestroy:
+        destroy_event(d, ok, ((const cuGraphExecDestroy_params *)d->functionParams)->hGraphExec, 1);
+        break;
     default:
         break;
     }
@@ -135,6 +169,8 @@ static void on_resource(CUpti_CallbackId id, const CUpti_ResourceData *r)
     case CUPTI_CBID_RESOURCE_GRAPH_CLONED:
         report("graph cloned", recap_graph_cloned(g->originalGraph, g->graph));
         break;
+    /* A destroy through the API has taken the record already (destroy_event); these drop the
+     * records of graphs destroyed without one (a context torn down with its graphs). */
     case CUPTI_CBID_RESOURCE_GRAPH_DESTROY_STARTING:
         report("graph destroyed", recap_graph_destroyed(g->graph));
         break;

@@ -1,0 +1,265 @@
+/*
+ * The CUPTI front end (hooks/cupti.c) without a GPU: recap subscribes to a fake libcupti
+ * (tests/fake_cupti.c, found through RECAP_CUPTI_PATH) and each test plays what the real CUPTI
+ * reports around a host's driver call on the CUDA test double: the API entry callback, the
+ * resource domain's callbacks, the real call, the API exit callback with the call's result.
+ * Needs the double (fault injection); against a real driver the suite is skipped.
+ */
+#define _GNU_SOURCE
+#include <cupti.h>
+#include <dlfcn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "testutil.h"
+
+typedef void (*emit_fn)(CUpti_CallbackDomain, CUpti_CallbackId, const void *);
+
+static emit_fn emit;
+static CUresult (*exec_destroy)(CUgraphExec);
+static CUresult (*graph_destroy)(CUgraph);
+static void (*fail_next)(const char *, int);
+
+static int on_double(void)
+{
+    const char *path = getenv("RECAP_CUDA_DRIVER");
+    void *lib;
+    int yes;
+
+    if (path == NULL || *path == '\0')
+        return 0;
+    lib = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    yes = lib != NULL && dlsym(lib, "recap_double_fail_next") != NULL;
+    if (lib != NULL)
+        dlclose(lib);
+    return yes;
+}
+
+/* Runs in each test's process (Check forks): recap subscribes to the fake CUPTI. */
+static void setup(void)
+{
+    const char *path = getenv("RECAP_CUDA_DRIVER");
+    recap_hooks_t hooks;
+    void *cupti, *drv;
+    int n;
+
+    setenv("RECAP_CUPTI_PATH", RECAP_FAKE_CUPTI, 1);
+    ck_assert_ok(recap_hooks_install_cupti());
+    ck_assert_ok(recap_hooks_active(&hooks));
+    ck_assert_int_eq(hooks, RECAP_HOOKS_CUPTI);
+    cupti = dlopen(RECAP_FAKE_CUPTI, RTLD_NOW | RTLD_NOLOAD);
+    ck_assert_msg(cupti != NULL, "recap did not load the fake CUPTI: %s", dlerror());
+    emit = (emit_fn)dlsym(cupti, "fake_cupti_emit");
+    ck_assert_ok(recap_device_count(&n));
+    drv = dlopen(path, RTLD_NOW | RTLD_NOLOAD);
+    ck_assert_ptr_nonnull(drv);
+    exec_destroy = (CUresult(*)(CUgraphExec))dlsym(drv, "cuGraphExecDestroy");
+    graph_destroy = (CUresult(*)(CUgraph))dlsym(drv, "cuGraphDestroy");
+    fail_next = (void (*)(const char *, int))dlsym(drv, "recap_double_fail_next");
+    ck_assert(emit != NULL && exec_destroy != NULL && graph_destroy != NULL && fail_next != NULL);
+}
+
+static void teardown(void)
+{
+    recap_hooks_uninstall_cupti();
+}
+
+static uint64_t live_records(void)
+{
+    recap_capture_stats_t cs;
+
+    ck_assert_ok(recap_capture_stats(&cs));
+    return cs.live_records;
+}
+
+/* How CUPTI reports the destroy starting, played between the API entry and the real call. */
+typedef enum {
+    NO_RESOURCE_CALLBACK, /* a destroy the driver refuses before it starts */
+    RESOURCE_CALLBACK,    /* CUPTI does not say it cannot report a destroy that is then refused */
+} resource_cb_t;
+
+/* A host's cuGraphExecDestroy (exec = 1) or cuGraphDestroy as the CUPTI subscriber sees it. */
+static CUresult hosted_destroy(void *handle, int exec, resource_cb_t resource)
+{
+    CUpti_CallbackId api = exec ? CUPTI_DRIVER_TRACE_CBID_cuGraphExecDestroy
+                                : CUPTI_DRIVER_TRACE_CBID_cuGraphDestroy;
+    cuGraphExecDestroy_params pe = {.hGraphExec = (CUgraphExec)handle};
+    cuGraphDestroy_params pg = {.hGraph = (CUgraph)handle};
+    CUpti_GraphData gd = {0};
+    CUpti_ResourceData rd = {0};
+    CUpti_CallbackData cd = {0};
+    uint64_t correlation = 0;
+    CUresult rc;
+
+    cd.callbackSite = CUPTI_API_ENTER;
+    cd.functionName = exec ? "cuGraphExecDestroy" : "cuGraphDestroy";
+    cd.functionParams = exec ? (const void *)&pe : (const void *)&pg;
+    cd.correlationData = &correlation;
+    emit(CUPTI_CB_DOMAIN_DRIVER_API, api, &cd);
+    if (resource == RESOURCE_CALLBACK) {
+        if (exec)
+            gd.graphExec = (CUgraphExec)handle;
+        else
+            gd.graph = (CUgraph)handle;
+        rd.resourceDescriptor = &gd;
+        emit(CUPTI_CB_DOMAIN_RESOURCE,
+             exec ? CUPTI_CBID_RESOURCE_GRAPHEXEC_DESTROY_STARTING
+                  : CUPTI_CBID_RESOURCE_GRAPH_DESTROY_STARTING,
+             &rd);
+    }
+    rc = exec ? exec_destroy((CUgraphExec)handle) : graph_destroy((CUgraph)handle);
+    cd.callbackSite = CUPTI_API_EXIT;
+    cd.functionReturnValue = &rc;
+    emit(CUPTI_CB_DOMAIN_DRIVER_API, api, &cd);
+    return rc;
+}
+
+typedef struct {
+    recap_generator_h g;
+    recap_stream_t s;
+    void *buf;
+    recap_graph_t graph;
+    recap_graph_exec_t exec;
+} rig_t;
+
+/* A graph that fills from a device generator, and an executable of it. */
+static void rig_init(rig_t *r)
+{
+    ck_assert_ok(recap_generator_create(0, &r->g));
+    ck_assert_ok(recap_generator_manual_seed(r->g, 1234));
+    ck_assert_ok(recap_stream_create(0, &r->s));
+    ck_assert_ok(recap_device_alloc(0, 4096, &r->buf));
+    ck_assert_ok(recap_stream_begin_capture(r->s, RECAP_CAPTURE_GLOBAL));
+    ck_assert_ok(recap_generator_fill_u32(r->g, r->s, r->buf, 1024));
+    ck_assert_ok(recap_stream_end_capture(r->s, &r->graph));
+    ck_assert_ok(recap_graph_instantiate(r->graph, &r->exec));
+}
+
+static void rig_free(rig_t *r)
+{
+    ck_assert_ok(recap_stream_synchronize(r->s));
+    ck_assert_ok(recap_device_free(0, r->buf));
+    ck_assert_ok(recap_stream_destroy(r->s));
+    ck_assert_ok(recap_generator_destroy(r->g));
+}
+
+static uint64_t offset_now(rig_t *r)
+{
+    uint8_t st[RECAP_STATE_BYTES];
+    uint64_t offset;
+
+    ck_assert_ok(recap_generator_get_state(r->g, st));
+    memcpy(&offset, st + 8, 8); /* seed then offset, little-endian */
+    return offset;
+}
+
+/* How far launching exec advances the generator: a launch recap holds a record for advances it
+ * by the graph's increment, a launch it knows nothing of by 0. */
+static uint64_t launch_advance(rig_t *r, recap_graph_exec_t exec)
+{
+    uint64_t before = offset_now(r);
+
+    ck_assert_ok(recap_graph_launch(exec, r->s));
+    ck_assert_ok(recap_stream_synchronize(r->s));
+    return offset_now(r) - before;
+}
+
+/* cuGraphExecDestroy inside a global capture of the calling thread is refused: the executable
+ * lives on, so its record must stay and its launches must keep advancing the generator, however
+ * CUPTI reports the destroy. A destroy that succeeds drops the record. */
+START_TEST(refused_exec_destroy_keeps_the_record)
+{
+    resource_cb_t resource = (resource_cb_t)_i;
+    uint64_t records, inc;
+    recap_graph_t scratch;
+    rig_t r;
+
+    rig_init(&r);
+    records = live_records();
+    inc = launch_advance(&r, r.exec);
+    ck_assert_uint_gt(inc, 0);
+    ck_assert_ok(recap_stream_begin_capture(r.s, RECAP_CAPTURE_GLOBAL));
+    ck_assert_int_eq(hosted_destroy(r.exec, 1, resource), CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
+    ck_assert_status(recap_stream_end_capture(r.s, &scratch), RECAP_ERR_CUDA); /* invalidated */
+    ck_assert_uint_eq(live_records(), records);
+    ck_assert_uint_eq(launch_advance(&r, r.exec), inc);
+    ck_assert_uint_eq(launch_advance(&r, r.exec), inc);
+    ck_assert_int_eq(hosted_destroy(r.exec, 1, RESOURCE_CALLBACK), CUDA_SUCCESS);
+    ck_assert_uint_eq(live_records(), records - 1);
+    ck_assert_int_eq(hosted_destroy(r.graph, 0, RESOURCE_CALLBACK), CUDA_SUCCESS);
+    ck_assert_uint_eq(live_records(), records - 2);
+    rig_free(&r);
+}
+END_TEST
+
+/* A graph the driver refuses to destroy keeps its record: an executable instantiated from it
+ * afterwards still advances the generator. */
+START_TEST(refused_graph_destroy_keeps_the_record)
+{
+    resource_cb_t resource = (resource_cb_t)_i;
+    recap_graph_exec_t again;
+    uint64_t records, inc;
+    rig_t r;
+
+    rig_init(&r);
+    records = live_records();
+    inc = launch_advance(&r, r.exec);
+    ck_assert_uint_gt(inc, 0);
+    fail_next("cuGraphDestroy", 1);
+    ck_assert_int_eq(hosted_destroy(r.graph, 0, resource), CUDA_ERROR_UNKNOWN);
+    ck_assert_uint_eq(live_records(), records);
+    ck_assert_ok(recap_graph_instantiate(r.graph, &again));
+    ck_assert_uint_eq(live_records(), records + 1);
+    ck_assert_uint_eq(launch_advance(&r, again), inc);
+    ck_assert_int_eq(hosted_destroy(again, 1, RESOURCE_CALLBACK), CUDA_SUCCESS);
+    ck_assert_int_eq(hosted_destroy(r.exec, 1, RESOURCE_CALLBACK), CUDA_SUCCESS);
+    ck_assert_int_eq(hosted_destroy(r.graph, 0, RESOURCE_CALLBACK), CUDA_SUCCESS);
+    ck_assert_uint_eq(live_records(), records - 2);
+    rig_free(&r);
+}
+END_TEST
+
+/* A destroy reported only by the resource domain (a context torn down with its graphs) still
+ * drops the record. */
+START_TEST(destroy_seen_only_as_a_resource_drops_the_record)
+{
+    CUpti_GraphData gd = {0};
+    CUpti_ResourceData rd = {0};
+    uint64_t records;
+    rig_t r;
+
+    rig_init(&r);
+    records = live_records();
+    gd.graphExec = (CUgraphExec)r.exec;
+    rd.resourceDescriptor = &gd;
+    emit(CUPTI_CB_DOMAIN_RESOURCE, CUPTI_CBID_RESOURCE_GRAPHEXEC_DESTROY_STARTING, &rd);
+    ck_assert_int_eq(exec_destroy((CUgraphExec)r.exec), CUDA_SUCCESS);
+    ck_assert_uint_eq(live_records(), records - 1);
+    ck_assert_ok(recap_graph_destroy(r.graph));
+    ck_assert_uint_eq(live_records(), records - 2);
+    rig_free(&r);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s;
+    TCase *tc;
+
+    if (!on_double()) {
+        fprintf(stderr, "not the CUDA test double: suite skipped\n");
+        return 77;
+    }
+    s = suite_create("cupti");
+    tc = tcase_create("cupti");
+    tcase_set_timeout(tc, 60);
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_add_loop_test(tc, refused_exec_destroy_keeps_the_record, NO_RESOURCE_CALLBACK,
+                        RESOURCE_CALLBACK + 1);
+    tcase_add_loop_test(tc, refused_graph_destroy_keeps_the_record, NO_RESOURCE_CALLBACK,
+                        RESOURCE_CALLBACK + 1);
+    tcase_add_test(tc, destroy_seen_only_as_a_resource_drops_the_record);
+    suite_add_tcase(s, tc);
+    return tu_run(s);
+}
