@@ -230,6 +230,92 @@ START_TEST(forked_child_works_while_another_thread_uses_recap)
 }
 END_TEST
 
+/* ---------------------------------------------------------------- RECAP_REPORT across forks */
+
+/* Forks n children that exit normally (so librecap's exit handler writes the report) and reaps
+ * them; pids[] gets their ids. */
+static void fork_exiting_children(int n, pid_t *pids)
+{
+    int i, status;
+
+    fflush(NULL);
+    for (i = 0; i < n; i++) {
+        pids[i] = fork();
+        ck_assert_int_ge(pids[i], 0);
+        if (pids[i] == 0)
+            exit(0);
+    }
+    for (i = 0; i < n; i++) {
+        ck_assert_int_eq(waitpid(pids[i], &status, 0), pids[i]);
+        ck_assert(WIFEXITED(status));
+    }
+}
+
+/* The lines of a report file, each checked to be one whole report. */
+static int report_lines(const char *path)
+{
+    char line[1024];
+    FILE *f = fopen(path, "r");
+    int n = 0;
+
+    ck_assert_msg(f != NULL, "no report %s", path);
+    while (fgets(line, sizeof(line), f) != NULL) {
+        size_t len = strlen(line);
+
+        ck_assert_msg(strncmp(line, "{\"hooks\":", 9) == 0 && len >= 2 &&
+                          strcmp(line + len - 2, "}\n") == 0,
+                      "%s: not a whole report line: %s", path, line);
+        n++;
+    }
+    fclose(f);
+    return n;
+}
+
+/* Processes sharing one RECAP_REPORT file (forks, ranks) each add their line to what is there:
+ * none overwrites another's. */
+START_TEST(processes_sharing_a_report_file_each_append_a_line)
+{
+    char dir[] = "/tmp/recap-report-XXXXXX", path[64];
+    pid_t pids[4];
+    FILE *f;
+
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    snprintf(path, sizeof(path), "%s/report", dir);
+    f = fopen(path, "w");
+    ck_assert_ptr_nonnull(f);
+    fputs("{\"hooks\":\"an earlier run\"}\n", f);
+    fclose(f);
+    setenv("RECAP_REPORT", path, 1);
+    fork_exiting_children(4, pids);
+    unsetenv("RECAP_REPORT"); /* this process's own exit writes none */
+    ck_assert_int_eq(report_lines(path), 1 + 4);
+    unlink(path);
+    rmdir(dir);
+}
+END_TEST
+
+/* "%p" in RECAP_REPORT is the pid: each process writes its own file, holding its one report. */
+START_TEST(pid_in_the_report_path_gives_each_process_its_own_file)
+{
+    char dir[] = "/tmp/recap-report-XXXXXX", spec[64], path[64];
+    pid_t pids[3];
+    int i;
+
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    snprintf(spec, sizeof(spec), "%s/r.%%p.json", dir);
+    setenv("RECAP_REPORT", spec, 1);
+    fork_exiting_children(3, pids);
+    unsetenv("RECAP_REPORT");
+    ck_assert_msg(access(spec, F_OK) != 0, "%s was written as named", spec);
+    for (i = 0; i < 3; i++) {
+        snprintf(path, sizeof(path), "%s/r.%d.json", dir, (int)pids[i]);
+        ck_assert_int_eq(report_lines(path), 1);
+        unlink(path);
+    }
+    rmdir(dir);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("fork");
@@ -237,6 +323,8 @@ int main(void)
 
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, forked_child_works_while_another_thread_uses_recap);
+    tcase_add_test(tc, processes_sharing_a_report_file_each_append_a_line);
+    tcase_add_test(tc, pid_in_the_report_path_gives_each_process_its_own_file);
     suite_add_tcase(s, tc);
     return tu_run(s);
 }

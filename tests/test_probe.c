@@ -622,6 +622,21 @@ START_TEST(run_reports_what_recap_saw)
 }
 END_TEST
 
+/* A command whose processes each load librecap leaves one report line per process: the report
+ * shown is the last one's, a whole object. */
+START_TEST(run_of_several_processes_reports_the_last_to_exit)
+{
+    int status;
+    json_t *doc = probe_json("", "--run -- sh -c '/bin/true; /bin/true; exit 0'", &status);
+    const json_t *report = jget(doc, "report");
+
+    ck_assert_int_eq(status, 0);
+    ck_assert_msg(report->type == J_OBJ, "no report");
+    ck_assert_int_eq((int)jnum(report, "launches"), 0);
+    jfree(doc);
+}
+END_TEST
+
 /* ---------------------------------------------------------------- the library API */
 
 START_TEST(api_rejects_unknown_names_and_runs_nothing)
@@ -680,6 +695,7 @@ int main(void)
         tcase_add_test(tc, run_exits_with_the_command_status);
         tcase_add_test(tc, run_preloads_recap_before_existing_preloads);
         tcase_add_test(tc, run_reports_what_recap_saw);
+        tcase_add_test(tc, run_of_several_processes_reports_the_last_to_exit);
     }
     tcase_add_test(tc, api_rejects_unknown_names_and_runs_nothing);
     tcase_add_test(tc, api_runs_a_named_check_once);

@@ -106,7 +106,7 @@ static void help(void)
             "captures, graphs drawing random numbers, their launches, launches that rewrote "
             "device slots, generator states primed and RNG records still live. The command's "
             "own output goes where it would; recap-probe's comes after it (with --json, as the "
-            "last line). Every process that loads librecap writes the report at its exit, so "
+            "last line). Every process that loads librecap adds its report at its exit, so "
             "for a command that starts others the last one to exit is shown.", 4, 4);
     printf("\nOPTIONS\n"
            "    --check NAME  Run only this check; repeat, or give NAME,NAME..., for more\n"
@@ -346,21 +346,31 @@ static int run_and_wait(char **argv, char **env)
     return pid > 0 ? wstatus : -1;
 }
 
-/* The report's text (NUL-terminated, at most 64 KiB), or NULL when none was written. */
+/* The report's last line (NUL-terminated, no line break), or NULL when none was written. Every
+ * process of the command that loads librecap appends its line at exit: the last is the last
+ * process to exit. Only the file's last 64 KiB are read. */
 static char *read_report(const char *path)
 {
     FILE *f = fopen(path, "r");
-    char *text = calloc(1, 65536);
+    char *text = calloc(1, 65536), *nl;
     size_t len = 0;
 
-    if (f != NULL && text != NULL)
+    if (f != NULL && text != NULL) {
+        if (fseek(f, -65535L, SEEK_END) != 0)
+            rewind(f); /* a shorter file */
         len = fread(text, 1, 65535, f);
+    }
     if (f != NULL)
         fclose(f);
+    while (len > 0 && strchr(" \t\r\n", text[len - 1]) != NULL)
+        text[--len] = '\0';
     if (len == 0) {
         free(text);
         return NULL;
     }
+    nl = strrchr(text, '\n');
+    if (nl != NULL)
+        memmove(text, nl + 1, strlen(nl + 1) + 1);
     return text;
 }
 
@@ -426,7 +436,6 @@ static int run_command(char **argv, int json)
     char lib[PATH_MAX], report[PATH_MAX], *text, **env;
     const char *tmp = getenv("TMPDIR");
     int fd, wstatus, code = 0, sig = 0, parsed = 0;
-    size_t len;
     report_t *r = calloc(1, sizeof(*r));
 
     if (library_path(lib, sizeof(lib)) != 0) {
@@ -448,10 +457,8 @@ static int run_command(char **argv, int json)
         sig = WTERMSIG(wstatus), code = 128 + sig;
     else
         code = WEXITSTATUS(wstatus);
-    text = read_report(report);
+    text = read_report(report); /* the JSON document embeds it: no trailing newline */
     unlink(report);
-    for (len = text != NULL ? strlen(text) : 0; len > 0 && strchr(" \t\r\n", text[len - 1]);)
-        text[--len] = '\0'; /* the JSON document embeds it: no trailing newline */
     parsed = text != NULL && parse_report(text, r) == 0;
     if (json)
         print_run_json(argv, lib, code, sig, text, parsed);
