@@ -696,23 +696,35 @@ START_TEST(cupti_taken_or_unavailable_leaves_explicit_mode_working)
 END_TEST
 
 /* A host resolving the driver through recap's interposed cuGetProcAddress gets the driver's own
- * answers: not found for an entry point the driver lacks or lacks at the version asked for (a
- * preloaded recap swaps in its wrappers only for entry points the driver found). */
+ * answers (status, symbol status, pointer) for entry points the driver lacks or lacks at the
+ * version asked for: a preloaded recap swaps in its wrappers only for entry points the driver
+ * found. The double answers CUDA_ERROR_NOT_FOUND; the 580 driver answers CUDA_SUCCESS with a
+ * NULL pointer and the symbol status saying why. */
 START_TEST(driver_lookups_that_find_nothing_are_answered_as_the_driver_answers)
 {
-    CUdriverProcAddressQueryResult q = CU_GET_PROC_ADDRESS_SUCCESS;
-    void *fn = (void *)0x1;
+    typedef CUresult (*gpa_fn)(const char *, void **, int, cuuint64_t, CUdriverProcAddressQueryResult *);
+    static const struct {
+        const char *name;
+        int version;
+    } cases[] = {{"cuNoSuchEntryPoint", 12000}, {"cuStreamBeginCapture", 9000}};
+    gpa_fn own = (gpa_fn)driver_fn("cuGetProcAddress_v2");
+    CUdriverProcAddressQueryResult q, q_own;
+    void *fn, *fn_own;
+    size_t i;
 
-    driver();
-    ck_assert_int_eq(cuGetProcAddress("cuNoSuchEntryPoint", &fn, 12000, 0, &q),
-                     CUDA_ERROR_NOT_FOUND);
-    ck_assert_int_eq(q, CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND);
-    ck_assert_ptr_null(fn);
-    fn = (void *)0x1;
-    ck_assert_int_eq(cuGetProcAddress("cuStreamBeginCapture", &fn, 9000, 0, &q),
-                     CUDA_ERROR_NOT_FOUND);
-    ck_assert_int_eq(q, CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT);
-    ck_assert_ptr_null(fn);
+    ck_assert_ptr_nonnull(own);
+    for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        CUresult rc, rc_own;
+
+        fn = fn_own = (void *)0x1;
+        q = q_own = CU_GET_PROC_ADDRESS_SUCCESS;
+        rc = cuGetProcAddress(cases[i].name, &fn, cases[i].version, 0, &q);
+        rc_own = own(cases[i].name, &fn_own, cases[i].version, 0, &q_own);
+        ck_assert_int_eq(rc, rc_own);
+        ck_assert_int_eq(q, q_own);
+        ck_assert_int_ne(q, CU_GET_PROC_ADDRESS_SUCCESS);
+        ck_assert_ptr_eq(fn, fn_own);
+    }
     /* Not preloaded (RECAP_HOOKS unset): an entry point that exists is the driver's own. */
     ck_assert_int_eq(cuGetProcAddress("cuGraphLaunch", &fn, 12000, 0, &q), CUDA_SUCCESS);
     ck_assert_int_eq(q, CU_GET_PROC_ADDRESS_SUCCESS);

@@ -142,28 +142,31 @@ recap_status_t recap_stream_end_capture(recap_stream_t stream, recap_graph_t *gr
     NEED_DRIVER(drv);
 
     RECAP_CHECK_ARG(graph_p != NULL, "graph_p is NULL");
-    st = recap__stream_device((CUstream)stream, &device);
-    if (st != RECAP_OK)
-        return st;
+    /* Nothing may keep the capture from ending: on a capture the host invalidated, the real
+     * driver refuses even cuStreamGetCtx, and a stream left capturing fails every later call.
+     * Without its device the capture ends in the calling thread's context. */
+    if (recap__stream_device((CUstream)stream, &device) != RECAP_OK)
+        device = -1;
     /* A failure to capture the advance node must not leave the stream capturing: end anyway,
      * then report (the graph is destroyed: its replays would repeat numbers). */
     wst = recap_capture_will_end(stream);
     {
         const recap_device_t *dev;
         int pushed = 0;
-        if (recap__device_get(device, &dev) == RECAP_OK)
+        if (device >= 0 && recap__device_get(device, &dev) == RECAP_OK)
             recap__ctx_enter(dev, &pushed);
         rc = drv->cuStreamEndCapture((CUstream)stream, &g);
+        st = recap_capture_ended(stream, rc == CUDA_SUCCESS ? g : NULL);
+        if (rc == CUDA_SUCCESS && (wst != RECAP_OK || st != RECAP_OK)) {
+            recap_graph_destroyed(g);
+            drv->cuGraphDestroy(g);
+        }
         recap__ctx_leave(pushed);
     }
-    st = recap_capture_ended(stream, rc == CUDA_SUCCESS ? g : NULL);
     if (rc != CUDA_SUCCESS)
         return recap__cuda_fail(rc, "cuStreamEndCapture");
-    if (wst != RECAP_OK || st != RECAP_OK) {
-        recap_graph_destroyed(g);
-        RECAP_IN_DEVICE(device, "cuGraphDestroy", drv->cuGraphDestroy(g));
+    if (wst != RECAP_OK || st != RECAP_OK)
         return wst != RECAP_OK ? wst : st;
-    }
     *graph_p = g;
     return RECAP_OK;
 }

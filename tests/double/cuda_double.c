@@ -520,7 +520,8 @@ EXPORT CUresult cuCtxGetDevice(CUdevice *d)
  *    with CUDA_ERROR_STREAM_CAPTURE_IMPLICIT and invalidates those captures. With only
  *    non-blocking streams capturing, synchronous copies and memsets are allowed in any mode, and
  *    so is cuModuleLoadData.
- *  - Work into an invalidated capture fails with CUDA_ERROR_STREAM_CAPTURE_INVALIDATED.
+ *  - Work into an invalidated capture fails with CUDA_ERROR_STREAM_CAPTURE_INVALIDATED, and so
+ *    does cuStreamGetCtx on its stream (as the 580 driver answers on an H200).
  *  - cuGraphLaunch and cuGraphUpload into a capturing stream fail with
  *    CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED and invalidate the capture.
  *  - Graph calls other than those (create, clone, destroy, node queries and additions, launches
@@ -975,6 +976,8 @@ static CUresult stream_get_ctx(CUstream s, CUcontext *c, int per_thread)
         return CUDA_ERROR_INVALID_VALUE;
     pthread_mutex_lock(&lock);
     rc = resolve_locked(s, per_thread, &st);
+    if (rc == CUDA_SUCCESS && st != NULL && st->cap != NULL && st->cap->invalidated)
+        rc = CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
     pthread_mutex_unlock(&lock);
     if (rc != CUDA_SUCCESS)
         return rc;
