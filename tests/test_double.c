@@ -166,6 +166,7 @@ static CUresult fill(CUstream s, CUdeviceptr dst, uint64_t seed, uint64_t offset
     p.n = NWORDS;
     p.philox.seed = seed;
     p.philox.offset = offset;
+    recap_fill_keys(seed, &p.keys); /* outside a capture the host computes the round keys */
     return p_cuLaunchKernel(k_fill, 2, 1, 1, 64, 1, 1, 0, s, args, NULL);
 }
 
@@ -723,6 +724,7 @@ static CUDA_KERNEL_NODE_PARAMS fill_node(recap_fill_params_t *p, void **args, CU
     p->dst = dst;
     p->n = NWORDS;
     p->philox.seed = 99;
+    recap_fill_keys(99, &p->keys);
     args[0] = p;
     memset(&kp, 0, sizeof(kp));
     kp.func = k_fill;

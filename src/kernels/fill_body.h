@@ -16,7 +16,9 @@
 
 #if defined(__CUDACC__)
 #define RECAP_KFN static __device__ __forceinline__
+#define RECAP_KFN_HD static __host__ __device__ __forceinline__ /* also for CUDA host code */
 #else
+#define RECAP_KFN_HD static inline
 #include <string.h>
 #define RECAP_KFN static inline
 #endif
@@ -26,24 +28,30 @@
 #define RECAP_KERNEL_FILL_F32 "recap_fill_f32"
 #define RECAP_KERNEL_FILL_F64 "recap_fill_f64"
 
-/* The one by-value argument of every fill kernel. */
+/* Philox round keys: seed + r * (W0, W1) for rounds r = 0..9. */
+typedef struct {
+    uint32_t k0[10], k1[10];
+} recap_fill_keys_t;
+
+/* The one by-value argument of every fill kernel. Outside a capture the host computes the round
+ * keys into it: the kernel's XORs then read them from the constant bank (uniform registers on
+ * sm_90), which frees the 20 registers per thread that keys computed in the kernel take; measured
+ * on an H200 (bench/fill_explore), the fill goes from 0.93 to 0.95 x memset. Inside a capture the
+ * seed is only known on the device, so the kernel computes them. */
 typedef struct recap_fill_params {
     uint64_t dst; /* address of the first element */
     uint64_t n;   /* elements to write */
     recap_philox_args_t philox;
+    recap_fill_keys_t keys; /* valid when !philox.captured */
 } recap_fill_params_t;
 
 /* Philox blocks per subsequence stride: cuRAND's generator spreads blocks over 65536 streams. */
 #define RECAP_FILL_SUBSEQUENCES 65536u
 
-/* Philox round keys, computed once per thread: the fill is bound by integer issue (measured on
- * an H200: Philox alone takes 85 % of the time the stores take), so no work is repeated per
- * unit. */
-typedef struct {
-    uint32_t k0[10], k1[10];
-} recap_fill_keys_t;
 
-RECAP_KFN void recap_fill_keys(uint64_t seed, recap_fill_keys_t *k)
+/* The round keys of a seed; in a kernel (the captured path) pinned in registers, which measured
+ * faster than letting the compiler re-derive them with adds in the loop. */
+RECAP_KFN_HD void recap_fill_keys(uint64_t seed, recap_fill_keys_t *k)
 {
     int r;
 
@@ -54,7 +62,6 @@ RECAP_KFN void recap_fill_keys(uint64_t seed, recap_fill_keys_t *k)
         k->k1[r] = k->k1[r - 1] + RECAP_PHILOX_W1;
     }
 #if defined(__CUDA_ARCH__)
-    /* Keep them in registers: otherwise the compiler re-derives them with adds in the loop. */
     for (r = 0; r < 10; r++)
         asm volatile("" : "+r"(k->k0[r]), "+r"(k->k1[r]));
 #endif
@@ -167,8 +174,10 @@ RECAP_KFN void recap_fill_unit_store(int kind, const recap_fill_params_t *p, int
 }
 
 /*
- * One thread's share of a fill: units tid, tid + nthreads, ..., two per step so each thread has
- * two independent Philox chains in flight (the fastest shape measured, see bench/RESULTS.md).
+ * One thread's share of a fill: units tid, tid + nthreads, ... With the round keys in the
+ * parameters (outside a capture) one unit per step; with keys computed here (inside a capture)
+ * two per step, so each thread has two independent Philox chains in flight. Each is the fastest
+ * shape measured for its case (bench/fill_explore, bench/RESULTS.md).
  */
 RECAP_KFN void recap_fill_thread(int kind, const recap_fill_params_t *p, uint64_t tid,
                                  uint64_t nthreads)
@@ -178,6 +187,15 @@ RECAP_KFN void recap_fill_thread(int kind, const recap_fill_params_t *p, uint64_
     recap_fill_keys_t k;
 
     recap_philox_unpack(&p->philox, &seed, &offset);
+    if (!p->philox.captured) {
+        for (q = tid; q < nunits; q += nthreads) {
+            uint32_t w[8];
+
+            recap_fill_unit_words(kind, &p->keys, offset >> 2, q, w);
+            recap_fill_unit_store(kind, p, aligned, q, w);
+        }
+        return;
+    }
     recap_fill_keys(seed, &k);
     for (q = tid; q < nunits; q += 2 * nthreads) {
         uint64_t q2 = q + nthreads;

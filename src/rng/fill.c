@@ -21,8 +21,7 @@ static const fill_kind_t fill_f64 = {RECAP_K_FILL_F64, 2, 8, recap_fill_f64_thre
                                      "fill_uniform_double"};
 
 /* Launch shape of the fill kernels, the fastest measured on an H200 (bench/fill's launch-variant
- * table, 2026-12-02: 1024 threads x 2 blocks per SM, 4107 GB/s against 3977 for 512 x 2), each
- * thread striding over units two at a time. */
+ * table and bench/fill_explore, 2026-12-02: 1024 threads x 2 blocks per SM, a full SM). */
 #define FILL_THREADS 1024
 #define FILL_BLOCKS_PER_SM 2
 
@@ -76,6 +75,8 @@ static recap_status_t launch_fill(recap_generator_h gen, recap_stream_t stream,
             grid = max_grid;
         st = recap__generator_draw(gen, stream, fill_increment(k, nunits), &p->philox);
     }
+    if (st == RECAP_OK && !p->philox.captured)
+        recap_fill_keys(p->philox.seed, &p->keys);
     if (st == RECAP_OK) {
         rc = drv->cuLaunchKernel(dev->fn[k->kernel], (unsigned)grid, 1, 1, FILL_THREADS, 1, 1, 0,
                                  (CUstream)stream, args, NULL);
@@ -107,6 +108,7 @@ static recap_status_t fill(recap_generator_h gen, recap_stream_t stream, void *b
     st = recap__generator_draw(gen, NULL, fill_increment(k, (n + 3) / 4), &p.philox);
     if (st != RECAP_OK)
         return st;
+    recap_fill_keys(p.philox.seed, &p.keys);
     k->host_body(&p, 0, 1);
     return RECAP_OK;
 }
