@@ -18,7 +18,7 @@
 #include "fill_probes.cuh"
 
 
-__global__ void variant_f32(recap_fill_params_t p)
+__global__ void variant_f32(const __grid_constant__ recap_fill_params_t p)
 {
     recap_fill_f32_thread(&p, (uint64_t)blockIdx.x * blockDim.x + threadIdx.x,
                           (uint64_t)gridDim.x * blockDim.x);
@@ -93,6 +93,7 @@ int main(int argc, char **argv)
             p.dst = (uint64_t)(uintptr_t)buf;
             p.n = n;
             p.philox.seed = 99;
+            recap_fill_keys(99, &p.keys);
             uint64_t units = (n + 3) / 4;
             unsigned grid = b ? (unsigned)(prop.multiProcessorCount * b)
                               : (unsigned)((units + t - 1) / t);
