@@ -27,6 +27,9 @@
 #define RECAP_KERNEL_FILL_U32 "recap_fill_u32"
 #define RECAP_KERNEL_FILL_F32 "recap_fill_f32"
 #define RECAP_KERNEL_FILL_F64 "recap_fill_f64"
+#define RECAP_KERNEL_FILL_U32_CAPTURED "recap_fill_u32_captured"
+#define RECAP_KERNEL_FILL_F32_CAPTURED "recap_fill_f32_captured"
+#define RECAP_KERNEL_FILL_F64_CAPTURED "recap_fill_f64_captured"
 
 /* Philox round keys: seed + r * (W0, W1) for rounds r = 0..9. */
 typedef struct {
@@ -37,7 +40,7 @@ typedef struct {
  * keys into it: the kernel's XORs then read them from the constant bank (uniform registers on
  * sm_90), which frees the 20 registers per thread that keys computed in the kernel take; measured
  * on an H200 (bench/fill_explore), the fill goes from 0.93 to 0.95 x memset. Inside a capture the
- * seed is only known on the device, so the kernel computes them. */
+ * seed is only known on the device: the _captured kernels compute them. */
 typedef struct recap_fill_params {
     uint64_t dst; /* address of the first element */
     uint64_t n;   /* elements to write */
@@ -174,28 +177,38 @@ RECAP_KFN void recap_fill_unit_store(int kind, const recap_fill_params_t *p, int
 }
 
 /*
- * One thread's share of a fill: units tid, tid + nthreads, ... With the round keys in the
- * parameters (outside a capture) one unit per step; with keys computed here (inside a capture)
- * two per step, so each thread has two independent Philox chains in flight. Each is the fastest
- * shape measured for its case (bench/fill_explore, bench/RESULTS.md).
+ * One thread's share of a fill outside a capture: units tid, tid + nthreads, ..., one per step,
+ * the round keys read from the parameters (the host computed them). Its own kernel: sharing one
+ * with the captured path below cost the keys their constant-bank operands (measured on an H200,
+ * bench/fill_explore: the shared kernel ran at the speed of the captured path).
  */
 RECAP_KFN void recap_fill_thread(int kind, const recap_fill_params_t *p, uint64_t tid,
                                  uint64_t nthreads)
+{
+    uint64_t q, nunits = (p->n + 3) / 4, base = p->philox.offset >> 2;
+    int aligned = (p->dst & 15u) == 0;
+
+    for (q = tid; q < nunits; q += nthreads) {
+        uint32_t w[8];
+
+        recap_fill_unit_words(kind, &p->keys, base, q, w);
+        recap_fill_unit_store(kind, p, aligned, q, w);
+    }
+}
+
+/*
+ * The same inside a capture, where the seed and offset are read from device memory at run time:
+ * the keys are computed here, and each thread takes two units per step so two independent Philox
+ * chains are in flight (the fastest shape measured for keys in registers).
+ */
+RECAP_KFN void recap_fill_thread_captured(int kind, const recap_fill_params_t *p, uint64_t tid,
+                                          uint64_t nthreads)
 {
     uint64_t seed, offset, q, nunits = (p->n + 3) / 4;
     int aligned = (p->dst & 15u) == 0;
     recap_fill_keys_t k;
 
     recap_philox_unpack(&p->philox, &seed, &offset);
-    if (!p->philox.captured) {
-        for (q = tid; q < nunits; q += nthreads) {
-            uint32_t w[8];
-
-            recap_fill_unit_words(kind, &p->keys, offset >> 2, q, w);
-            recap_fill_unit_store(kind, p, aligned, q, w);
-        }
-        return;
-    }
     recap_fill_keys(seed, &k);
     for (q = tid; q < nunits; q += 2 * nthreads) {
         uint64_t q2 = q + nthreads;
@@ -210,19 +223,19 @@ RECAP_KFN void recap_fill_thread(int kind, const recap_fill_params_t *p, uint64_
     }
 }
 
-RECAP_KFN void recap_fill_u32_thread(const recap_fill_params_t *p, uint64_t tid, uint64_t nthreads)
-{
-    recap_fill_thread(RECAP_FILL_KIND_U32, p, tid, nthreads);
-}
-
-RECAP_KFN void recap_fill_f32_thread(const recap_fill_params_t *p, uint64_t tid, uint64_t nthreads)
-{
-    recap_fill_thread(RECAP_FILL_KIND_F32, p, tid, nthreads);
-}
-
-RECAP_KFN void recap_fill_f64_thread(const recap_fill_params_t *p, uint64_t tid, uint64_t nthreads)
-{
-    recap_fill_thread(RECAP_FILL_KIND_F64, p, tid, nthreads);
-}
+#define RECAP_FILL_THREAD_FNS(name, kind)                                                       \
+    RECAP_KFN void recap_fill_##name##_thread(const recap_fill_params_t *p, uint64_t tid,      \
+                                              uint64_t nthreads)                               \
+    {                                                                                          \
+        recap_fill_thread(kind, p, tid, nthreads);                                             \
+    }                                                                                          \
+    RECAP_KFN void recap_fill_##name##_captured_thread(const recap_fill_params_t *p,           \
+                                                       uint64_t tid, uint64_t nthreads)        \
+    {                                                                                          \
+        recap_fill_thread_captured(kind, p, tid, nthreads);                                    \
+    }
+RECAP_FILL_THREAD_FNS(u32, RECAP_FILL_KIND_U32)
+RECAP_FILL_THREAD_FNS(f32, RECAP_FILL_KIND_F32)
+RECAP_FILL_THREAD_FNS(f64, RECAP_FILL_KIND_F64)
 
 #endif

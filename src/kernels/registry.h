@@ -14,6 +14,12 @@
     X(RECAP_K_FILL_U32, RECAP_KERNEL_FILL_U32, recap_fill_params_t, recap_fill_u32_thread)    \
     X(RECAP_K_FILL_F32, RECAP_KERNEL_FILL_F32, recap_fill_params_t, recap_fill_f32_thread)    \
     X(RECAP_K_FILL_F64, RECAP_KERNEL_FILL_F64, recap_fill_params_t, recap_fill_f64_thread)    \
+    X(RECAP_K_FILL_U32_CAPTURED, RECAP_KERNEL_FILL_U32_CAPTURED, recap_fill_params_t,          \
+      recap_fill_u32_captured_thread)                                                         \
+    X(RECAP_K_FILL_F32_CAPTURED, RECAP_KERNEL_FILL_F32_CAPTURED, recap_fill_params_t,          \
+      recap_fill_f32_captured_thread)                                                         \
+    X(RECAP_K_FILL_F64_CAPTURED, RECAP_KERNEL_FILL_F64_CAPTURED, recap_fill_params_t,          \
+      recap_fill_f64_captured_thread)                                                         \
     X(RECAP_K_ADVANCE, RECAP_KERNEL_ADVANCE, recap_advance_params_t, recap_capture_advance_thread) \
     X(RECAP_K_SLOT_WRITE, RECAP_KERNEL_SLOT_WRITE, recap_slot_write_params_t, recap_slot_write_thread)
 

@@ -8,22 +8,26 @@
 /* What one fill kernel needs. Every kernel works in units of 4 elements, one unit per thread per
  * step, spread over 65536 subsequences; a unit takes `counters_per_unit` Philox counters. */
 typedef struct {
-    recap_kernel_id_t kernel;
+    recap_kernel_id_t kernel, kernel_captured;
     unsigned counters_per_unit;
     size_t elem_size;
     void (*host_body)(const recap_fill_params_t *, uint64_t, uint64_t);
     const char *what;
 } fill_kind_t;
 
-static const fill_kind_t fill_u32 = {RECAP_K_FILL_U32, 1, 4, recap_fill_u32_thread, "fill_u32"};
-static const fill_kind_t fill_f32 = {RECAP_K_FILL_F32, 1, 4, recap_fill_f32_thread, "fill_uniform"};
-static const fill_kind_t fill_f64 = {RECAP_K_FILL_F64, 2, 8, recap_fill_f64_thread,
-                                     "fill_uniform_double"};
+static const fill_kind_t fill_u32 = {RECAP_K_FILL_U32, RECAP_K_FILL_U32_CAPTURED, 1, 4,
+                                     recap_fill_u32_thread, "fill_u32"};
+static const fill_kind_t fill_f32 = {RECAP_K_FILL_F32, RECAP_K_FILL_F32_CAPTURED, 1, 4,
+                                     recap_fill_f32_thread, "fill_uniform"};
+static const fill_kind_t fill_f64 = {RECAP_K_FILL_F64, RECAP_K_FILL_F64_CAPTURED, 2, 8,
+                                     recap_fill_f64_thread, "fill_uniform_double"};
 
-/* Launch shape of the fill kernels, the fastest measured on an H200 (bench/fill's launch-variant
- * table and bench/fill_explore, 2026-12-02: 1024 threads x 2 blocks per SM, a full SM). */
+/* Launch shapes, the fastest measured on an H200 (bench/fill_explore, 2026-12-02): 1024 threads
+ * per block; eager fills 4 blocks per SM, two waves of full SMs (0.955 x memset against 0.947
+ * for one wave), captured fills 2 (one wave). */
 #define FILL_THREADS 1024
-#define FILL_BLOCKS_PER_SM 2
+#define FILL_BLOCKS_PER_SM 4
+#define FILL_BLOCKS_PER_SM_CAPTURED 2
 
 /* cuRAND's layout spreads a fill over 65536 subsequences, so each subsequence's counter (offset
  * / 4) moves by counters_per_unit per 65536 units. */
@@ -69,17 +73,19 @@ static recap_status_t launch_fill(recap_generator_h gen, recap_stream_t stream,
     if (st != RECAP_OK)
         return st;
     st = check_device_buffer(drv, gen->device, (const void *)(uintptr_t)p->dst);
+    if (st == RECAP_OK)
+        st = recap__generator_draw(gen, stream, fill_increment(k, nunits), &p->philox);
     if (st == RECAP_OK) {
-        uint64_t max_grid = (uint64_t)dev->sm_count * FILL_BLOCKS_PER_SM;
+        uint64_t per_sm = p->philox.captured ? FILL_BLOCKS_PER_SM_CAPTURED : FILL_BLOCKS_PER_SM;
+        uint64_t max_grid = (uint64_t)dev->sm_count * per_sm;
+
         if (grid > max_grid)
             grid = max_grid;
-        st = recap__generator_draw(gen, stream, fill_increment(k, nunits), &p->philox);
-    }
-    if (st == RECAP_OK && !p->philox.captured)
-        recap_fill_keys(p->philox.seed, &p->keys);
-    if (st == RECAP_OK) {
-        rc = drv->cuLaunchKernel(dev->fn[k->kernel], (unsigned)grid, 1, 1, FILL_THREADS, 1, 1, 0,
-                                 (CUstream)stream, args, NULL);
+        if (!p->philox.captured)
+            recap_fill_keys(p->philox.seed, &p->keys);
+        rc = drv->cuLaunchKernel(dev->fn[p->philox.captured ? k->kernel_captured : k->kernel],
+                                 (unsigned)grid, 1, 1, FILL_THREADS, 1, 1, 0, (CUstream)stream,
+                                 args, NULL);
         if (rc != CUDA_SUCCESS)
             st = recap__cuda_fail(rc, k->what);
     }

@@ -1077,7 +1077,7 @@ static CUresult check_kernel_memory(const double_function_t *fn, const void *par
 {
     if (strncmp(fn->name, "recap_fill_", 11) == 0) {
         const recap_fill_params_t *p = params;
-        size_t es = strcmp(fn->name, RECAP_KERNEL_FILL_F64) == 0 ? 8 : 4;
+        size_t es = strncmp(fn->name, RECAP_KERNEL_FILL_F64, strlen(RECAP_KERNEL_FILL_F64)) == 0 ? 8 : 4;
         if (check_range(p->dst, p->n * es) != CUDA_SUCCESS)
             return CUDA_ERROR_ILLEGAL_ADDRESS;
         if (p->philox.captured && (check_range((CUdeviceptr)(uintptr_t)p->philox.seed_ptr, 8) ||
