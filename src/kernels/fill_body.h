@@ -139,13 +139,12 @@ RECAP_KFN void recap_fill_unit_words(int kind, const recap_fill_keys_t *k, uint6
     }
 }
 
-/* Writes unit q: one 16-byte store (two for doubles) when aligned and whole, else element-wise
- * up to n. */
-RECAP_KFN void recap_fill_unit_store(int kind, const recap_fill_params_t *p, int aligned,
+/* Writes unit q: one 16-byte store (two for doubles) when `whole` (the caller knows the unit is
+ * 16-byte aligned and all inside the buffer), else element-wise up to n. */
+RECAP_KFN void recap_fill_unit_store(int kind, const recap_fill_params_t *p, int whole,
                                      uint64_t q, const uint32_t w[8])
 {
     uint64_t i, first = 4 * q;
-    int whole = aligned && first + 4 <= p->n;
 
     if (kind == RECAP_FILL_KIND_U32) {
         if (whole) {
@@ -186,13 +185,18 @@ RECAP_KFN void recap_fill_thread(int kind, const recap_fill_params_t *p, uint64_
                                  uint64_t nthreads)
 {
     uint64_t q, nunits = (p->n + 3) / 4, base = p->philox.offset >> 2;
-    int aligned = (p->dst & 15u) == 0;
+    /* Whole units of an aligned buffer first, with no per-unit checks (they cost 1 % measured),
+     * then the rest element by element: the last partial unit, or every unit when unaligned. */
+    uint64_t nwhole = (p->dst & 15u) == 0 ? p->n / 4 : 0;
+    uint32_t w[8];
 
-    for (q = tid; q < nunits; q += nthreads) {
-        uint32_t w[8];
-
+    for (q = tid; q < nwhole; q += nthreads) {
         recap_fill_unit_words(kind, &p->keys, base, q, w);
-        recap_fill_unit_store(kind, p, aligned, q, w);
+        recap_fill_unit_store(kind, p, 1, q, w);
+    }
+    for (q = nwhole + tid; q < nunits; q += nthreads) {
+        recap_fill_unit_words(kind, &p->keys, base, q, w);
+        recap_fill_unit_store(kind, p, 0, q, w);
     }
 }
 
@@ -217,9 +221,9 @@ RECAP_KFN void recap_fill_thread_captured(int kind, const recap_fill_params_t *p
         recap_fill_unit_words(kind, &k, offset >> 2, q, w);
         if (q2 < nunits)
             recap_fill_unit_words(kind, &k, offset >> 2, q2, w2);
-        recap_fill_unit_store(kind, p, aligned, q, w);
+        recap_fill_unit_store(kind, p, aligned && 4 * q + 4 <= p->n, q, w);
         if (q2 < nunits)
-            recap_fill_unit_store(kind, p, aligned, q2, w2);
+            recap_fill_unit_store(kind, p, aligned && 4 * q2 + 4 <= p->n, q2, w2);
     }
 }
 
