@@ -185,18 +185,17 @@ RECAP_KFN void recap_fill_thread(int kind, const recap_fill_params_t *p, uint64_
                                  uint64_t nthreads)
 {
     uint64_t q, nunits = (p->n + 3) / 4, base = p->philox.offset >> 2;
-    /* Whole units of an aligned buffer first, with no per-unit checks (they cost 1 % measured),
-     * then the rest element by element: the last partial unit, or every unit when unaligned. */
+    /* Units below nwhole are whole and aligned: one compare per unit. Measured on an H200
+     * against the alternatives (the full alignment-and-length test per unit; whole units in a
+     * loop of their own with the rest in a second one or by one thread), this shape was the
+     * fastest: 0.953-0.955 x memset against 0.923-0.948. */
     uint64_t nwhole = (p->dst & 15u) == 0 ? p->n / 4 : 0;
-    uint32_t w[8];
 
-    for (q = tid; q < nwhole; q += nthreads) {
+    for (q = tid; q < nunits; q += nthreads) {
+        uint32_t w[8];
+
         recap_fill_unit_words(kind, &p->keys, base, q, w);
-        recap_fill_unit_store(kind, p, 1, q, w);
-    }
-    for (q = nwhole + tid; q < nunits; q += nthreads) {
-        recap_fill_unit_words(kind, &p->keys, base, q, w);
-        recap_fill_unit_store(kind, p, 0, q, w);
+        recap_fill_unit_store(kind, p, q < nwhole, q, w);
     }
 }
 
