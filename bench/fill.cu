@@ -14,6 +14,7 @@
 
 #include "recap.h"
 #include "../tests/gpu/gpu_check.h"
+#include "event_median.cuh"
 #include "../src/kernels/fill_body.h"
 #include "fill_probes.cuh"
 
@@ -24,29 +25,6 @@ __global__ void variant_f32(const __grid_constant__ recap_fill_params_t p)
                           (uint64_t)gridDim.x * blockDim.x);
 }
 
-template <typename F> static double median_ms(F f, int reps)
-{
-    cudaEvent_t a, b;
-    CK(cudaEventCreate(&a));
-    CK(cudaEventCreate(&b));
-    for (int i = 0; i < 3; i++)
-        f(); // warm-up: module load, clocks
-    CK(cudaDeviceSynchronize());
-    std::vector<float> t;
-    for (int i = 0; i < reps; i++) {
-        CK(cudaEventRecord(a));
-        f();
-        CK(cudaEventRecord(b));
-        CK(cudaEventSynchronize(b));
-        float ms;
-        CK(cudaEventElapsedTime(&ms, a, b));
-        t.push_back(ms);
-    }
-    std::sort(t.begin(), t.end());
-    CK(cudaEventDestroy(a));
-    CK(cudaEventDestroy(b));
-    return t[t.size() / 2];
-}
 
 int main(int argc, char **argv)
 {

@@ -18,6 +18,7 @@
 
 #include "recap.h"
 #include "../tests/gpu/gpu_check.h"
+#include "event_median.cuh"
 #include "../src/kernels/fill_body.h"
 
 enum { DATA_PHILOX, DATA_PATTERN, DATA_PK };
@@ -222,29 +223,6 @@ template <int DATA, int U, int MINB> __global__ void __launch_bounds__(1024, MIN
         bulk_wait_all();
 }
 
-template <typename F> static double median_ms(F f, int reps)
-{
-    cudaEvent_t a, b;
-    CK(cudaEventCreate(&a));
-    CK(cudaEventCreate(&b));
-    for (int i = 0; i < 3; i++)
-        f();
-    CK(cudaDeviceSynchronize());
-    std::vector<float> t;
-    for (int i = 0; i < reps; i++) {
-        CK(cudaEventRecord(a));
-        f();
-        CK(cudaEventRecord(b));
-        CK(cudaEventSynchronize(b));
-        float ms;
-        CK(cudaEventElapsedTime(&ms, a, b));
-        t.push_back(ms);
-    }
-    std::sort(t.begin(), t.end());
-    CK(cudaEventDestroy(a));
-    CK(cudaEventDestroy(b));
-    return t[t.size() / 2];
-}
 
 int main(int argc, char **argv)
 {
