@@ -177,9 +177,9 @@ RECAP_KFN void recap_fill_unit_store(int kind, const recap_fill_params_t *p, int
 
 /*
  * One thread's share of a fill outside a capture: units tid, tid + nthreads, ..., one per step,
- * the round keys read from the parameters (the host computed them). Its own kernel: sharing one
- * with the captured path below cost the keys their constant-bank operands (measured on an H200,
- * bench/fill_explore: the shared kernel ran at the speed of the captured path).
+ * the round keys read from the parameters (the host computed them). Its own kernel: with one
+ * kernel for both paths the library fill measured as slow as the captured body alone (0.925 x
+ * memset against 0.947-0.950 with separate kernels, bench/RESULTS.md).
  */
 RECAP_KFN void recap_fill_thread(int kind, const recap_fill_params_t *p, uint64_t tid,
                                  uint64_t nthreads)
