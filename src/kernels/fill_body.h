@@ -51,7 +51,6 @@ typedef struct recap_fill_params {
 /* Philox blocks per subsequence stride: cuRAND's generator spreads blocks over 65536 streams. */
 #define RECAP_FILL_SUBSEQUENCES 65536u
 
-
 /* The round keys of a seed; in a kernel (the captured path) pinned in registers, which measured
  * faster than letting the compiler re-derive them with adds in the loop. */
 RECAP_KFN_HD void recap_fill_keys(uint64_t seed, recap_fill_keys_t *k)

@@ -5,8 +5,9 @@
 #include "kernels/fill_body.h"
 #include "rng/generator.h"
 
-/* What one fill kernel needs. Every kernel works in units of 4 elements, one unit per thread per
- * step, spread over 65536 subsequences; a unit takes `counters_per_unit` Philox counters. */
+/* What one kind of fill needs: its eager and captured kernels, and its host body. Every kernel
+ * works in units of 4 elements spread over 65536 subsequences; a unit takes `counters_per_unit`
+ * Philox counters. */
 typedef struct {
     recap_kernel_id_t kernel, kernel_captured;
     unsigned counters_per_unit;
