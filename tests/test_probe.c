@@ -289,7 +289,7 @@ static const char *tool(void)
  * printed on stdout (and stderr too when `merge`) and its exit status. */
 static char *probe(const char *env, const char *args, int merge, int *status_p)
 {
-    char cmd[1024];
+    char cmd[4096];
     size_t len = 0, cap = 1 << 16;
     char *out = malloc(cap);
     FILE *f;
@@ -313,7 +313,7 @@ static char *probe(const char *env, const char *args, int merge, int *status_p)
 /* Runs the tool with --json and parses what it printed. */
 static json_t *probe_json(const char *env, const char *args, int *status_p)
 {
-    char full[512];
+    char full[2048];
     char *out;
     json_t *doc;
 
@@ -623,8 +623,8 @@ START_TEST(run_reports_what_recap_saw)
 END_TEST
 
 /* A command whose processes each load librecap leaves one report line per process: the report
- * shown is the last one's, a whole object. */
-START_TEST(run_of_several_processes_reports_the_last_to_exit)
+ * shown is all of them together, "processes" saying how many, counts summed. */
+START_TEST(run_of_several_processes_reports_them_together)
 {
     int status;
     json_t *doc = probe_json("", "--run -- sh -c '/bin/true; /bin/true; exit 0'", &status);
@@ -632,8 +632,44 @@ START_TEST(run_of_several_processes_reports_the_last_to_exit)
 
     ck_assert_int_eq(status, 0);
     ck_assert_msg(report->type == J_OBJ, "no report");
+    /* the two children; sh itself may leave with _exit (dash does), skipping exit handlers */
+    ck_assert_int_ge((int)jnum(report, "processes"), 2);
     ck_assert_int_eq((int)jnum(report, "launches"), 0);
+    ck_assert_str_eq(jstr(report, "hooks"), "preload");
     jfree(doc);
+}
+END_TEST
+
+/* The counts of several processes add up: a client that captures and replays (through the
+ * preload hooks, on the double) run twice in one command reports twice what it reports alone. */
+START_TEST(run_sums_the_counts_of_its_processes)
+{
+    static const char *const counts[] = {"captures", "graphs_with_rng", "launches",
+                                         "states_primed"};
+    const char *client = RECAP_BUILDDIR "/tests/preload_client";
+    const char *env = "RECAP_LIB=" RECAP_BUILDDIR "/src/.libs/librecap.so EXPECT_HOOKED=1";
+    const char *drv = getenv("RECAP_CUDA_DRIVER");
+    char args[1024];
+    int status;
+    json_t *one, *two;
+    size_t i;
+
+    if (drv == NULL || strstr(drv, "libcudadouble") == NULL)
+        return; /* the client checks which object answers: a test-double program */
+    snprintf(args, sizeof(args), "--run -- %s", client);
+    one = probe_json(env, args, &status);
+    ck_assert_int_eq(status, 0);
+    snprintf(args, sizeof(args), "--run -- sh -c '%s && %s'", client, client);
+    two = probe_json(env, args, &status);
+    ck_assert_int_eq(status, 0);
+    ck_assert_int_eq((int)jnum(jget(one, "report"), "processes"), 1);
+    ck_assert_int_ge((int)jnum(jget(two, "report"), "processes"), 2);
+    ck_assert_int_gt((int)jnum(jget(one, "report"), "captures"), 0);
+    for (i = 0; i < sizeof(counts) / sizeof(counts[0]); i++)
+        ck_assert_int_eq((int)jnum(jget(two, "report"), counts[i]),
+                         2 * (int)jnum(jget(one, "report"), counts[i]));
+    jfree(one);
+    jfree(two);
 }
 END_TEST
 
@@ -695,7 +731,8 @@ int main(void)
         tcase_add_test(tc, run_exits_with_the_command_status);
         tcase_add_test(tc, run_preloads_recap_before_existing_preloads);
         tcase_add_test(tc, run_reports_what_recap_saw);
-        tcase_add_test(tc, run_of_several_processes_reports_the_last_to_exit);
+        tcase_add_test(tc, run_of_several_processes_reports_them_together);
+        tcase_add_test(tc, run_sums_the_counts_of_its_processes);
     }
     tcase_add_test(tc, api_rejects_unknown_names_and_runs_nothing);
     tcase_add_test(tc, api_runs_a_named_check_once);

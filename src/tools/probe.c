@@ -106,8 +106,9 @@ static void help(void)
             "captures, graphs drawing random numbers, their launches, launches that rewrote "
             "device slots, generator states primed and RNG records still live. The command's "
             "own output goes where it would; recap-probe's comes after it (with --json, as the "
-            "last line). Every process that loads librecap adds its report at its exit, so "
-            "for a command that starts others the last one to exit is shown.", 4, 4);
+            "last line). Every process that loads librecap adds its report at its exit: for a "
+            "command that starts others the counts are summed over them (\"processes\" says how "
+            "many reported) and other values are the last one's to exit.", 4, 4);
     printf("\nOPTIONS\n"
            "    --check NAME  Run only this check; repeat, or give NAME,NAME..., for more\n"
            "                  (default: all).\n"
@@ -346,13 +347,13 @@ static int run_and_wait(char **argv, char **env)
     return pid > 0 ? wstatus : -1;
 }
 
-/* The report's last line (NUL-terminated, no line break), or NULL when none was written. Every
- * process of the command that loads librecap appends its line at exit: the last is the last
- * process to exit. Only the file's last 64 KiB are read. */
+/* The report file's text (NUL-terminated, trailing blanks cut), or NULL when none was written.
+ * Every process of the command that loads librecap appends its line at exit. Only the file's
+ * last 64 KiB are read; a line cut by that is skipped by summarize_report. */
 static char *read_report(const char *path)
 {
     FILE *f = fopen(path, "r");
-    char *text = calloc(1, 65536), *nl;
+    char *text = calloc(1, 65536);
     size_t len = 0;
 
     if (f != NULL && text != NULL) {
@@ -368,10 +369,67 @@ static char *read_report(const char *path)
         free(text);
         return NULL;
     }
-    nl = strrchr(text, '\n');
-    if (nl != NULL)
-        memmove(text, nl + 1, strlen(nl + 1) + 1);
     return text;
+}
+
+static int is_count(const char *v)
+{
+    return *v >= '0' && *v <= '9' && v[strspn(v, "0123456789")] == '\0';
+}
+
+/* What the whole command saw: one report of all its processes' lines, "processes" first, each
+ * count summed, other values those of the last process to exit. 0 when at least one line
+ * parsed, -1 when none did. */
+static int summarize_report(const char *text, report_t *r)
+{
+    report_t *one = calloc(1, sizeof(*one));
+    char *copy = strdup(text), *line, *save = NULL;
+    unsigned long long processes = 0;
+    int i, j;
+
+    if (one == NULL || copy == NULL) {
+        free(one);
+        free(copy);
+        return -1;
+    }
+    r->n = 1;
+    snprintf(r->key[0], sizeof(r->key[0]), "\"processes\"");
+    for (line = strtok_r(copy, "\n", &save); line != NULL; line = strtok_r(NULL, "\n", &save)) {
+        if (parse_report(line, one) != 0)
+            continue;
+        processes++;
+        for (i = 0; i < one->n; i++) {
+            for (j = 1; j < r->n && strcmp(r->key[j], one->key[i]) != 0; j++)
+                ;
+            if (j == r->n) {
+                if (r->n == MAX_FIELDS)
+                    continue;
+                snprintf(r->key[j], sizeof(r->key[j]), "%s", one->key[i]);
+                snprintf(r->value[j], sizeof(r->value[j]), "0");
+                r->n++;
+            }
+            if (is_count(one->value[i]) && is_count(r->value[j]))
+                snprintf(r->value[j], sizeof(r->value[j]), "%llu",
+                         strtoull(r->value[j], NULL, 10) + strtoull(one->value[i], NULL, 10));
+            else
+                snprintf(r->value[j], sizeof(r->value[j]), "%s", one->value[i]);
+        }
+    }
+    free(one);
+    free(copy);
+    snprintf(r->value[0], sizeof(r->value[0]), "%llu", processes);
+    return processes > 0 ? 0 : -1;
+}
+
+/* The summed report as one JSON object. */
+static void print_report_json(const report_t *r)
+{
+    int i;
+
+    printf("{");
+    for (i = 0; i < r->n; i++)
+        printf("%s%s:%s", i ? "," : "", r->key[i], r->value[i]);
+    printf("}");
 }
 
 static void print_run_table(char **argv, const char *lib, int code, int sig, const char *text,
@@ -396,7 +454,8 @@ static void print_run_table(char **argv, const char *lib, int code, int sig, con
         printf("what recap saw: an unreadable report:\n%s\n", text);
         return;
     }
-    printf("what recap saw by its exit:\n");
+    printf("what recap saw by its exit (the command's processes together: counts summed, other "
+           "values the last process's):\n");
     for (i = 0; i < r->n; i++) { /* keys and string values shown without their quotes */
         const char *k = r->key[i], *v = r->value[i];
         int klen = (int)strlen(k) - 2, vlen = (int)strlen(v);
@@ -410,7 +469,7 @@ static void print_run_table(char **argv, const char *lib, int code, int sig, con
 }
 
 static void print_run_json(char **argv, const char *lib, int code, int sig, const char *text,
-                           int parsed)
+                           const report_t *r, int parsed)
 {
     int i;
 
@@ -421,8 +480,11 @@ static void print_run_json(char **argv, const char *lib, int code, int sig, cons
     }
     printf("],\"library\":");
     json_string(lib);
-    printf(",\"exit_status\":%d,\"signal\":%d,\"report\":%s", code, sig,
-           text != NULL && parsed ? text : "null");
+    printf(",\"exit_status\":%d,\"signal\":%d,\"report\":", code, sig);
+    if (parsed)
+        print_report_json(r);
+    else
+        printf("null");
     if (text != NULL && !parsed) {
         printf(",\"report_error\":");
         json_string("unreadable report");
@@ -457,11 +519,11 @@ static int run_command(char **argv, int json)
         sig = WTERMSIG(wstatus), code = 128 + sig;
     else
         code = WEXITSTATUS(wstatus);
-    text = read_report(report); /* the JSON document embeds it: no trailing newline */
+    text = read_report(report);
     unlink(report);
-    parsed = text != NULL && parse_report(text, r) == 0;
+    parsed = text != NULL && summarize_report(text, r) == 0;
     if (json)
-        print_run_json(argv, lib, code, sig, text, parsed);
+        print_run_json(argv, lib, code, sig, text, r, parsed);
     else
         print_run_table(argv, lib, code, sig, text, r, parsed);
     free(text);
