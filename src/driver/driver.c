@@ -50,7 +50,7 @@ static const struct {
     DRV_SYM(cuMemFree, "cuMemFree_v2"),
     DRV_SYM(cuMemcpyHtoD, "cuMemcpyHtoD_v2"),
     DRV_SYM(cuMemcpyDtoH, "cuMemcpyDtoH_v2"),
-    DRV_SYM(cuPointerGetAttribute, "cuPointerGetAttribute"),
+    DRV_SYM(cuPointerGetAttributes, "cuPointerGetAttributes"),
     DRV_SYM(cuStreamGetCtx, "cuStreamGetCtx"),
     DRV_SYM(cuCtxGetDevice, "cuCtxGetDevice"),
     DRV_SYM(cuStreamCreate, "cuStreamCreate"),

@@ -35,7 +35,7 @@ typedef struct recap_driver {
     CUresult (*cuMemFree)(CUdeviceptr);
     CUresult (*cuMemcpyHtoD)(CUdeviceptr, const void *, size_t);
     CUresult (*cuMemcpyDtoH)(void *, CUdeviceptr, size_t);
-    CUresult (*cuPointerGetAttribute)(void *, CUpointer_attribute, CUdeviceptr);
+    CUresult (*cuPointerGetAttributes)(unsigned int, CUpointer_attribute *, void **, CUdeviceptr);
     CUresult (*cuStreamGetCtx)(CUstream, CUcontext *);
     CUresult (*cuCtxGetDevice)(CUdevice *);
     /* streams, capture and graphs */
@@ -80,6 +80,13 @@ void *recap__driver_lib(void);
 
 /* Turns a failed driver call into RECAP_ERR_CUDA with "what: CUDA_ERROR_NAME". */
 recap_status_t recap__cuda_fail(CUresult rc, const char *what);
+
+/* The ordinal of the device that owns `ptr` when the driver knows the pointer (device, managed
+ * or registered host memory), -1 when it does not (plain host memory, garbage). Asked with
+ * cuPointerGetAttributes, which answers CUDA_SUCCESS for unknown pointers: cuPointerGetAttribute
+ * would fail the call, and compute-sanitizer and API tracers in the host job would report that
+ * failure as an error of the user's program. */
+int recap__pointer_device(const recap_driver_t *drv, const void *ptr);
 
 /* Kernels recap launches on a device (kernels/registry.h), loaded once per device in its primary
  * context. */

@@ -49,3 +49,19 @@ recap_status_t recap_memcpy_to_host(int device, void *dst, const void *src, size
                     drv_table()->cuMemcpyDtoH(dst, (CUdeviceptr)(uintptr_t)src, bytes));
     return RECAP_OK;
 }
+
+int recap__pointer_device(const recap_driver_t *drv, const void *ptr)
+{
+    CUpointer_attribute attrs[2] = {CU_POINTER_ATTRIBUTE_MEMORY_TYPE,
+                                    CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL};
+    unsigned int type = 0;
+    int ordinal = -1;
+    void *data[2] = {&type, &ordinal};
+
+    /* An unknown pointer leaves the memory type 0 (and the ordinal a default that could read as
+     * device 0), so the type decides. */
+    if (drv->cuPointerGetAttributes(2, attrs, data, (CUdeviceptr)(uintptr_t)ptr) != CUDA_SUCCESS ||
+        type == 0)
+        return -1;
+    return ordinal;
+}

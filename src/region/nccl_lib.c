@@ -160,8 +160,7 @@ recap_status_t recap__nccl_ptr_device(int device, const void *ptr, int *owner_p)
     const recap_driver_t *drv;
     const recap_device_t *dev;
     recap_status_t st = recap__driver_get(&drv);
-    int pushed, owner = -1;
-    CUresult rc;
+    int pushed, owner;
 
     if (st == RECAP_OK)
         st = recap__device_get(device, &dev);
@@ -169,10 +168,9 @@ recap_status_t recap__nccl_ptr_device(int device, const void *ptr, int *owner_p)
         st = recap__ctx_enter(dev, &pushed);
     if (st != RECAP_OK)
         return st;
-    rc = drv->cuPointerGetAttribute(&owner, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL,
-                                    (CUdeviceptr)(uintptr_t)ptr);
+    owner = recap__pointer_device(drv, ptr);
     recap__ctx_leave(pushed);
-    if (rc != CUDA_SUCCESS || owner < 0)
+    if (owner < 0)
         return recap__fail(RECAP_ERR_INVALID_ARG, "%p is not CUDA device memory (NCCL moves "
                            "device buffers only)", ptr);
     *owner_p = owner;

@@ -41,11 +41,9 @@ static uint64_t fill_increment(const fill_kind_t *k, uint64_t nunits)
 /* The device buffer must be device memory of the generator's device. */
 static recap_status_t check_device_buffer(const recap_driver_t *drv, int device, const void *buf)
 {
-    int ordinal = -1;
-    CUresult rc = drv->cuPointerGetAttribute(&ordinal, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL,
-                                             (CUdeviceptr)(uintptr_t)buf);
+    int ordinal = recap__pointer_device(drv, buf);
 
-    if (rc != CUDA_SUCCESS)
+    if (ordinal < 0)
         return recap__fail(RECAP_ERR_INVALID_ARG, "buffer %p is not CUDA memory known to the "
                            "driver (a device generator fills device memory)", buf);
     if (ordinal != device)

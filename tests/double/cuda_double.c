@@ -719,6 +719,33 @@ EXPORT CUresult cuPointerGetAttribute(void *data, CUpointer_attribute a, CUdevic
     return CUDA_SUCCESS;
 }
 
+/* Like the driver: an unknown pointer is not an error; its attributes read as zero (memory type
+ * 0). Only the attributes recap asks for are known. */
+EXPORT CUresult cuPointerGetAttributes(unsigned int n, CUpointer_attribute *attrs, void **data,
+                                       CUdeviceptr p)
+{
+    unsigned int k;
+    int i, dev;
+
+    NEED_INIT();
+    if (n == 0 || attrs == NULL || data == NULL)
+        return CUDA_ERROR_INVALID_VALUE;
+    for (k = 0; k < n; k++)
+        if (data[k] == NULL || (attrs[k] != CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL &&
+                                attrs[k] != CU_POINTER_ATTRIBUTE_MEMORY_TYPE))
+            return CUDA_ERROR_INVALID_VALUE;
+    pthread_mutex_lock(&lock);
+    i = find_alloc((uintptr_t)p, 1);
+    dev = i < 0 ? 0 : allocs[i].device;
+    pthread_mutex_unlock(&lock);
+    for (k = 0; k < n; k++)
+        if (attrs[k] == CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL)
+            *(int *)data[k] = dev;
+        else
+            *(unsigned int *)data[k] = i < 0 ? 0 : CU_MEMORYTYPE_DEVICE;
+    return CUDA_SUCCESS;
+}
+
 /* ------------------------------------------------------------------ nodes and graphs */
 
 static void op_free(op_t *op)
