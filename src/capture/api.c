@@ -43,11 +43,15 @@ recap_status_t recap__stream_device(CUstream stream, int *device_p)
 static int graph_call_device(const recap_driver_t *drv, const void *handle)
 {
     int device = recap__graph_device(handle);
+    CUcontext ctx = NULL;
     CUdevice cur;
 
     if (device >= 0)
         return device;
-    if (drv->cuCtxGetDevice(&cur) == CUDA_SUCCESS)
+    /* cuCtxGetDevice without a current context fails, and compute-sanitizer or an API tracer in
+     * the host job would report that as the job's error: ask whether there is one first. */
+    if (drv->cuCtxGetCurrent(&ctx) == CUDA_SUCCESS && ctx != NULL &&
+        drv->cuCtxGetDevice(&cur) == CUDA_SUCCESS)
         return (int)cur;
     return 0;
 }
