@@ -61,6 +61,9 @@ RECAP_API recap_status_t recap_device_count(int *count_p);
 RECAP_API recap_status_t recap_device_info(int device, char *name, size_t name_len, int *cc_major_p,
                                  int *cc_minor_p, size_t *total_mem_p);
 
+/* A CUDA stream (a CUstream or cudaStream_t; NULL is the legacy default stream). */
+typedef void *recap_stream_t;
+
 /* Device memory through the driver, in the device's primary context: for hosts without an
  * allocator of their own (the plain-C host operations), tools and tests. Copies are
  * synchronous. */
@@ -69,11 +72,23 @@ RECAP_API recap_status_t recap_device_free(int device, void *ptr);
 RECAP_API recap_status_t recap_memcpy_to_device(int device, void *dst, const void *src, size_t bytes);
 RECAP_API recap_status_t recap_memcpy_to_host(int device, void *dst, const void *src, size_t bytes);
 
+/* Stream-ordered host work, for hosts whose buffers are raw device memory and whose steps run in
+ * CUDA graphs: inside a capture each call becomes a graph node (a copy or a host node), replayed
+ * with every launch. The host side of an asynchronous copy must be pinned memory
+ * (recap_host_alloc), and a host function must not call CUDA (a CUDA rule for host nodes).
+ * RECAP_ERR_UNSUPPORTED when the driver lacks the entry point. */
+RECAP_API recap_status_t recap_host_alloc(int device, size_t bytes, void **ptr_p);
+RECAP_API recap_status_t recap_host_free(int device, void *ptr);
+RECAP_API recap_status_t recap_memcpy_to_device_async(int device, void *dst, const void *src,
+                                                      size_t bytes, recap_stream_t stream);
+RECAP_API recap_status_t recap_memcpy_to_host_async(int device, void *dst, const void *src,
+                                                    size_t bytes, recap_stream_t stream);
+RECAP_API recap_status_t recap_stream_host_func(int device, recap_stream_t stream,
+                                                void (*fn)(void *data), void *data);
+
 /* ---------------------------------------------------------------- generators */
 
 typedef struct recap_generator *recap_generator_h;
-/* A CUDA stream (a CUstream or cudaStream_t; NULL is the legacy default stream). */
-typedef void *recap_stream_t;
 
 #define RECAP_DEVICE_HOST (-1)
 /* Generator state bytes: seed then offset, both little-endian uint64 (torch.cuda.get_rng_state). */
@@ -692,7 +707,11 @@ typedef struct recap_plain_host *recap_plain_host_h;
 enum {
     /* Storage freed by a release is kept (not given back) until the host is destroyed: graphs
      * captured with device buffers may still write to it, as PyTorch's graph memory pools. */
-    RECAP_PLAIN_KEEP_FREED = 1u << 0
+    RECAP_PLAIN_KEEP_FREED = 1u << 0,
+    /* Kept storage (implies KEEP_FREED) is handed to the next allocation of exactly its size,
+     * as a CUDA graph's memory pool reuses freed blocks: right when the host's work on these
+     * buffers is ordered on one stream, so a reuse runs after the last use before the free. */
+    RECAP_PLAIN_REUSE_FREED = 1u << 1
 };
 
 typedef struct recap_plain_stats {
@@ -707,6 +726,8 @@ typedef struct recap_plain_stats {
     uint64_t context_first, context_recompute; /* recompute-context entries per pass */
     int context_depth;        /* entries not yet exited */
     int context_pass;         /* the innermost entered pass (-1 outside) */
+    uint64_t held_bytes;      /* storage kept (RECAP_PLAIN_KEEP_FREED) and not live: with
+                               * live_bytes, the memory the host holds */
 } recap_plain_stats_t;
 
 /* device: a CUDA device or RECAP_DEVICE_HOST; flags: RECAP_PLAIN_*. */

@@ -69,6 +69,98 @@ START_TEST(device_fill_rejects_buffer_of_other_device)
 }
 END_TEST
 
+/* What a host node saw: a copy of the pinned buffer the device copied into, and how many ran. */
+typedef struct {
+    const uint32_t *src;
+    uint32_t *seen;
+    size_t n;
+    int calls;
+} host_node_t;
+
+static void host_node(void *data)
+{
+    host_node_t *h = data;
+
+    memcpy(h->seen, h->src, h->n * 4);
+    h->calls++;
+}
+
+/* H2D of `a`, D2H into `b`, a host function copying `b`, then H2D of `a2` over the device
+ * buffer: in stream order the host function sees `a`. */
+static void enqueue_round(recap_stream_t s, uint32_t *dev, const uint32_t *a, const uint32_t *a2,
+                          uint32_t *b, host_node_t *h)
+{
+    ck_assert_ok(recap_memcpy_to_device_async(0, dev, a, h->n * 4, s));
+    ck_assert_ok(recap_memcpy_to_host_async(0, b, dev, h->n * 4, s));
+    ck_assert_ok(recap_stream_host_func(0, s, host_node, h));
+    ck_assert_ok(recap_memcpy_to_device_async(0, dev, a2, h->n * 4, s));
+}
+
+static void random_words(uint32_t *w, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        w[i] = (uint32_t)tu_rand_below(1ull << 32);
+}
+
+START_TEST(stream_ordered_copies_and_host_functions_run_eagerly_and_replay_in_graphs)
+{
+    size_t n = 1 + tu_rand_below(100000);
+    uint32_t *a, *a2, *b, *dev, *last = malloc(n * 4);
+    host_node_t h = {NULL, malloc(n * 4), n, 0};
+    recap_stream_t s;
+    recap_graph_t g;
+    recap_graph_exec_t e;
+    int k;
+
+    ck_assert_ok(recap_stream_create(0, &s));
+    ck_assert_ok(recap_host_alloc(0, n * 4, (void **)&a));
+    ck_assert_ok(recap_host_alloc(0, n * 4, (void **)&a2));
+    ck_assert_ok(recap_host_alloc(0, n * 4, (void **)&b));
+    ck_assert_ok(recap_device_alloc(0, n * 4, (void **)&dev));
+    h.src = b;
+    random_words(a, n);
+    random_words(a2, n);
+    enqueue_round(s, dev, a, a2, b, &h);
+    ck_assert_ok(recap_stream_synchronize(s));
+    ck_assert_int_eq(h.calls, 1);
+    ck_assert_mem_eq(h.seen, a, n * 4);
+    ck_assert_ok(recap_memcpy_to_host(0, last, dev, n * 4));
+    ck_assert_mem_eq(last, a2, n * 4);
+
+    /* Captured: nothing runs until a launch; each launch reads the pinned source as it is then. */
+    ck_assert_ok(recap_stream_begin_capture(s, RECAP_CAPTURE_GLOBAL));
+    enqueue_round(s, dev, a, a2, b, &h);
+    ck_assert_ok(recap_stream_end_capture(s, &g));
+    ck_assert_int_eq(h.calls, 1);
+    ck_assert_ok(recap_graph_instantiate(g, &e));
+    for (k = 0; k < 3; k++) {
+        random_words(a, n);
+        ck_assert_ok(recap_graph_launch(e, s));
+        ck_assert_ok(recap_stream_synchronize(s));
+        ck_assert_int_eq(h.calls, 2 + k);
+        ck_assert_msg(memcmp(h.seen, a, n * 4) == 0, "launch %d: the host node saw stale data", k);
+    }
+    ck_assert_ok(recap_graph_exec_destroy(e));
+    ck_assert_ok(recap_graph_destroy(g));
+
+    ck_assert_status(recap_stream_host_func(0, s, NULL, &h), RECAP_ERR_INVALID_ARG);
+    ck_assert_status(recap_memcpy_to_device_async(0, NULL, a, 4, s), RECAP_ERR_INVALID_ARG);
+    ck_assert_status(recap_memcpy_to_host_async(0, b, NULL, 4, s), RECAP_ERR_INVALID_ARG);
+    ck_assert_status(recap_host_alloc(0, 0, (void **)&last), RECAP_ERR_INVALID_ARG);
+    ck_assert_status(recap_host_alloc(device_count(), 4, (void **)&last), RECAP_ERR_NO_DEVICE);
+    ck_assert_status(recap_host_free(0, NULL), RECAP_ERR_INVALID_ARG);
+    ck_assert_ok(recap_memcpy_to_host_async(0, b, dev, 0, s)); /* nothing to copy */
+
+    ck_assert_ok(recap_device_free(0, dev));
+    ck_assert_ok(recap_host_free(0, a));
+    ck_assert_ok(recap_host_free(0, a2));
+    ck_assert_ok(recap_host_free(0, b));
+    ck_assert_ok(recap_stream_destroy(s));
+    free(h.seen);
+    free(last);
+}
+END_TEST
+
 START_TEST(host_generator_takes_no_stream)
 {
     recap_generator_h g;
@@ -109,6 +201,7 @@ int main(void)
     tcase_add_test(tc, device_fill_rejects_host_memory);
     tcase_add_test(tc, device_fill_rejects_buffer_of_other_device);
     tcase_add_test(tc, host_generator_takes_no_stream);
+    tcase_add_test(tc, stream_ordered_copies_and_host_functions_run_eagerly_and_replay_in_graphs);
     fill_cases_add(tc, 0);
     suite_add_tcase(s, tc);
     /* Each Check test runs in a forked child, so the driver is loaded afresh there. */

@@ -558,6 +558,56 @@ START_TEST(a_failing_host_operation_leaves_the_region_released_for_a_retry)
 }
 END_TEST
 
+/* The plain host's pool: kept storage goes to the next allocation of exactly its size, every
+ * other size gets new memory, and the held bytes account for what is kept. */
+START_TEST(reuse_freed_hands_kept_storage_to_the_next_allocation_of_its_size)
+{
+    recap_plain_host_h keep, reuse;
+    recap_buffer_t a, b, c, d;
+    recap_plain_stats_t st;
+    size_t n = 1 + tu_rand_below(1 << 16);
+    void *pa, *pb, *pc, *pd;
+
+    ck_assert_status(recap_plain_host_create(RECAP_DEVICE_HOST, 1u << 5, &reuse),
+                     RECAP_ERR_INVALID_ARG);
+    ck_assert_ok(recap_plain_host_create(RECAP_DEVICE_HOST, RECAP_PLAIN_REUSE_FREED, &reuse));
+    ck_assert_ok(recap_plain_buffer_create(reuse, n, 1, &a));
+    ck_assert_ok(recap_plain_buffer_data(a, &pa));
+    ck_assert_ok(recap_plain_buffer_destroy(a));
+    ck_assert_ok(recap_plain_host_stats(reuse, &st));
+    ck_assert_uint_eq(st.live_bytes, 0);
+    ck_assert_uint_eq(st.held_bytes, n);
+    ck_assert_ok(recap_plain_buffer_create(reuse, n + 1, 1, &c)); /* another size: new memory */
+    ck_assert_ok(recap_plain_buffer_data(c, &pc));
+    ck_assert_ptr_ne(pc, pa);
+    ck_assert_ok(recap_plain_buffer_create(reuse, n, 1, &b));
+    ck_assert_ok(recap_plain_buffer_data(b, &pb));
+    ck_assert_ptr_eq(pb, pa);
+    ck_assert_ok(recap_plain_host_stats(reuse, &st));
+    ck_assert_uint_eq(st.live_bytes, 2 * n + 1);
+    ck_assert_uint_eq(st.held_bytes, 0);
+    ck_assert_uint_eq(st.allocs, 3);
+    ck_assert_ok(recap_plain_buffer_destroy(b));
+    ck_assert_ok(recap_plain_buffer_destroy(c));
+    ck_assert_ok(recap_plain_host_stats(reuse, &st));
+    ck_assert_uint_eq(st.held_bytes, 2 * n + 1);
+    ck_assert_ok(recap_plain_host_destroy(reuse)); /* gives the kept memory back (valgrind) */
+
+    ck_assert_ok(recap_plain_host_create(RECAP_DEVICE_HOST, RECAP_PLAIN_KEEP_FREED, &keep));
+    ck_assert_ok(recap_plain_buffer_create(keep, n, 1, &a));
+    ck_assert_ok(recap_plain_buffer_data(a, &pa));
+    ck_assert_ok(recap_plain_buffer_destroy(a));
+    ck_assert_ok(recap_plain_buffer_create(keep, n, 1, &d)); /* kept, never reused */
+    ck_assert_ok(recap_plain_buffer_data(d, &pd));
+    ck_assert_ptr_ne(pd, pa);
+    ck_assert_ok(recap_plain_host_stats(keep, &st));
+    ck_assert_uint_eq(st.held_bytes, n);
+    ck_assert_uint_eq(st.live_bytes, n);
+    ck_assert_ok(recap_plain_buffer_destroy(d));
+    ck_assert_ok(recap_plain_host_destroy(keep));
+}
+END_TEST
+
 START_TEST(bad_arguments_are_rejected_with_a_message)
 {
     probe_t p;
@@ -726,6 +776,7 @@ int main(void)
     tcase_add_test(tc, without_retain_an_aliasing_output_is_released_with_its_input);
     tcase_add_test(tc, a_failing_host_operation_leaves_the_region_released_for_a_retry);
     tcase_add_test(tc, bad_arguments_are_rejected_with_a_message);
+    tcase_add_test(tc, reuse_freed_hands_kept_storage_to_the_next_allocation_of_its_size);
     tcase_add_test(tc, is_checkpointing_is_true_inside_nested_regions_only);
     tcase_add_test(tc, an_output_passed_twice_is_released_and_rebuilt_once);
     suite_add_tcase(s, tc);

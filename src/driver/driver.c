@@ -22,7 +22,8 @@ static char driver_why[256];
 /* Capture and graph entry points: without them recap still fills and tracks, and capture calls
  * report RECAP_ERR_UNSUPPORTED. */
 #define DRV_OPT(field, name) {(void **)&driver.field, name, 1}
-/* Entry points only recap-probe's checks use: a missing one is reported by the check. */
+/* Entry points only recap-probe's checks and the stream-ordered host calls use: a missing one
+ * is reported by the call that needs it. */
 #define DRV_EXTRA(field, name) {(void **)&driver.field, name, 2}
 static const struct {
     void **slot;
@@ -74,6 +75,11 @@ static const struct {
     DRV_EXTRA(cuStreamBeginCaptureToGraph, "cuStreamBeginCaptureToGraph"),
     DRV_EXTRA(cuGraphConditionalHandleCreate, "cuGraphConditionalHandleCreate"),
     DRV_EXTRA(cuMemsetD32Async, "cuMemsetD32Async"),
+    DRV_EXTRA(cuMemAllocHost, "cuMemAllocHost_v2"),
+    DRV_EXTRA(cuMemFreeHost, "cuMemFreeHost"),
+    DRV_EXTRA(cuMemcpyHtoDAsync, "cuMemcpyHtoDAsync_v2"),
+    DRV_EXTRA(cuMemcpyDtoHAsync, "cuMemcpyDtoHAsync_v2"),
+    DRV_EXTRA(cuLaunchHostFunc, "cuLaunchHostFunc"),
 };
 
 static void driver_load(void)

@@ -53,7 +53,8 @@ typedef struct recap_driver {
     CUresult (*cuGraphDestroy)(CUgraph);
     CUresult (*cuGraphExecDestroy)(CUgraphExec);
     int has_graphs; /* every capture/graph entry point above resolved */
-    /* Used only by recap-probe's checks (src/probe), each NULL when the driver lacks it. */
+    /* Used only by recap-probe's checks (src/probe) and the stream-ordered host calls, each NULL
+     * when the driver lacks it. */
     CUresult (*cuEventCreate)(CUevent *, unsigned int);
     CUresult (*cuEventRecord)(CUevent, CUstream);
     CUresult (*cuEventQuery)(CUevent);
@@ -65,6 +66,11 @@ typedef struct recap_driver {
     CUresult (*cuGraphConditionalHandleCreate)(CUgraphConditionalHandle *, CUgraph, CUcontext,
                                                unsigned int, unsigned int);
     CUresult (*cuMemsetD32Async)(CUdeviceptr, unsigned int, size_t, CUstream);
+    CUresult (*cuMemAllocHost)(void **, size_t);
+    CUresult (*cuMemFreeHost)(void *);
+    CUresult (*cuMemcpyHtoDAsync)(CUdeviceptr, const void *, size_t, CUstream);
+    CUresult (*cuMemcpyDtoHAsync)(void *, CUdeviceptr, size_t, CUstream);
+    CUresult (*cuLaunchHostFunc)(CUstream, CUhostFn, void *);
 } recap_driver_t;
 
 /* The driver, when it has the capture and graph API; RECAP_ERR_UNSUPPORTED otherwise. */

@@ -51,7 +51,10 @@ struct recap_plain_host {
     recap_plain_stats_t stats;
     recap__ptrigger_t *head, *tail;
     int firing;
-    void **kept; /* RECAP_PLAIN_KEEP_FREED: memory given back at destroy */
+    struct recap__kept {
+        void *data;
+        size_t bytes;
+    } *kept; /* RECAP_PLAIN_KEEP_FREED / REUSE_FREED: memory given back at destroy */
     size_t nkept, kept_cap;
 };
 

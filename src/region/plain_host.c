@@ -13,8 +13,8 @@ recap_status_t recap_plain_host_create(int device, uint32_t flags, recap_plain_h
     recap_status_t st;
 
     RECAP_CHECK_ARG(host_p != NULL, "host_p is NULL");
-    RECAP_CHECK_ARG((flags & ~(uint32_t)RECAP_PLAIN_KEEP_FREED) == 0, "unknown flags 0x%x",
-                    flags);
+    RECAP_CHECK_ARG((flags & ~(uint32_t)(RECAP_PLAIN_KEEP_FREED | RECAP_PLAIN_REUSE_FREED)) == 0,
+                    "unknown flags 0x%x", flags);
     if (device != RECAP_DEVICE_HOST) {
         st = recap_device_count(&count);
         if (st != RECAP_OK)
@@ -26,7 +26,8 @@ recap_status_t recap_plain_host_create(int device, uint32_t flags, recap_plain_h
     if (h == NULL)
         return recap__fail(RECAP_ERR_NO_MEMORY, "plain host");
     h->device = device;
-    h->flags = flags;
+    /* Reusing kept storage implies keeping it. */
+    h->flags = flags & RECAP_PLAIN_REUSE_FREED ? flags | RECAP_PLAIN_KEEP_FREED : flags;
     h->stats.context_pass = -1;
     *host_p = h;
     return RECAP_OK;
@@ -42,9 +43,9 @@ recap_status_t recap_plain_host_destroy(recap_plain_host_h host)
                            (unsigned long long)host->stats.live_buffers);
     for (i = 0; i < host->nkept; i++) {
         if (host->device == RECAP_DEVICE_HOST)
-            free(host->kept[i]);
+            free(host->kept[i].data);
         else
-            recap_device_free(host->device, host->kept[i]);
+            recap_device_free(host->device, host->kept[i].data);
     }
     free(host->kept);
     recap__ptrigger_free_all(host);

@@ -9,15 +9,37 @@
 #include "base/error.h"
 #include "region/plain.h"
 
+/* RECAP_PLAIN_REUSE_FREED: the most recently kept storage of exactly `bytes`, taken off the
+ * list (NULL when none); the caller holds the lock. */
+static void *reuse_locked(struct recap_plain_host *h, size_t bytes)
+{
+    size_t i = h->nkept;
+    void *data;
+
+    if (!(h->flags & RECAP_PLAIN_REUSE_FREED))
+        return NULL;
+    while (i-- > 0)
+        if (h->kept[i].bytes == bytes) {
+            data = h->kept[i].data;
+            h->kept[i] = h->kept[--h->nkept];
+            h->stats.held_bytes -= bytes;
+            return data;
+        }
+    return NULL;
+}
+
 static recap_status_t memory_alloc(struct recap_plain_host *h, size_t bytes, void **data_p)
 {
     recap_status_t st;
 
-    if (h->device == RECAP_DEVICE_HOST) {
+    recap__lock(&h->lock);
+    *data_p = reuse_locked(h, bytes);
+    recap__unlock(&h->lock);
+    if (*data_p == NULL && h->device == RECAP_DEVICE_HOST) {
         *data_p = malloc(bytes);
         if (*data_p == NULL)
             return recap__fail(RECAP_ERR_NO_MEMORY, "plain buffer of %zu bytes", bytes);
-    } else {
+    } else if (*data_p == NULL) {
         st = recap_device_alloc(h->device, bytes, data_p);
         if (st != RECAP_OK)
             return st;
@@ -33,9 +55,9 @@ static recap_status_t memory_alloc(struct recap_plain_host *h, size_t bytes, voi
 
 /* Keeping memory must not fail half-way through a release: if the list cannot grow, the memory
  * is given back after all (only graphs still writing to it would notice). */
-static int keep(struct recap_plain_host *h, void *data)
+static int keep(struct recap_plain_host *h, void *data, size_t bytes)
 {
-    void **k;
+    struct recap__kept *k;
 
     if (h->nkept == h->kept_cap) {
         k = realloc(h->kept, (h->kept_cap ? 2 * h->kept_cap : 16) * sizeof(*k));
@@ -44,7 +66,8 @@ static int keep(struct recap_plain_host *h, void *data)
         h->kept = k;
         h->kept_cap = h->kept_cap ? 2 * h->kept_cap : 16;
     }
-    h->kept[h->nkept++] = data;
+    h->kept[h->nkept++] = (struct recap__kept){data, bytes};
+    h->stats.held_bytes += bytes;
     return 1;
 }
 
@@ -56,7 +79,7 @@ void recap__plain_memory_free(struct recap_plain_host *h, void *data, size_t byt
     h->stats.frees++;
     h->stats.live_bytes -= bytes;
     if (h->flags & RECAP_PLAIN_KEEP_FREED)
-        kept = keep(h, data);
+        kept = keep(h, data, bytes);
     recap__unlock(&h->lock);
     if (kept)
         return;

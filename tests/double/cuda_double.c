@@ -69,7 +69,9 @@ typedef struct double_module {
 } double_module_t;
 
 /* One unit of stream work: run at once, or recorded as a graph node (CUgraphNode = op_t *). */
-typedef enum { OP_KERNEL, OP_WRITE32, OP_WRITE64, OP_MEMSET8, OP_MEMSET32, OP_HTOD, OP_DTOH } op_kind_t;
+typedef enum {
+    OP_KERNEL, OP_WRITE32, OP_WRITE64, OP_MEMSET8, OP_MEMSET32, OP_HTOD, OP_DTOH, OP_HOSTFN
+} op_kind_t;
 
 typedef struct op {
     op_kind_t kind;
@@ -77,7 +79,8 @@ typedef struct op {
     unsigned grid, block;
     void *params; /* OP_KERNEL: owned copy of the parameter block */
     CUdeviceptr dptr;
-    void *host; /* OP_HTOD source / OP_DTOH destination (not owned, read at execution) */
+    void *host; /* OP_HTOD source / OP_DTOH destination / OP_HOSTFN data (not owned) */
+    CUhostFn hostfn; /* OP_HOSTFN */
     uint64_t value;
     size_t n; /* bytes (copies), elements (memsets) */
 } op_t;
@@ -1172,6 +1175,9 @@ static CUresult run_op(const op_t *op)
             return CUDA_ERROR_ILLEGAL_ADDRESS;
         memcpy(op->host, (const void *)(uintptr_t)op->dptr, op->n);
         break;
+    case OP_HOSTFN:
+        op->hostfn(op->host);
+        break;
     }
     __atomic_add_fetch(&stream_ops, 1, __ATOMIC_RELAXED);
     return rc;
@@ -1354,6 +1360,54 @@ EXPORT CUresult cuMemcpyDtoHAsync_v2_ptsz(void *dst, CUdeviceptr src, size_t n, 
 {
     NEED_INIT();
     return memcpy_async(OP_DTOH, src, dst, n, s, 1);
+}
+
+/* A host function in stream order: at once on an idle stream (the double runs work as it is
+ * submitted), a host node inside a capture. */
+static CUresult launch_host_func(CUstream s, CUhostFn fn, void *data, int per_thread)
+{
+    op_t op;
+
+    if (current() == NULL)
+        return CUDA_ERROR_INVALID_CONTEXT;
+    if (fn == NULL)
+        return CUDA_ERROR_INVALID_VALUE;
+    memset(&op, 0, sizeof(op));
+    op.kind = OP_HOSTFN;
+    op.hostfn = fn;
+    op.host = data;
+    return submit(s, per_thread, &op);
+}
+
+EXPORT CUresult cuLaunchHostFunc(CUstream s, CUhostFn fn, void *data)
+{
+    NEED_INIT();
+    return launch_host_func(s, fn, data, 0);
+}
+
+EXPORT CUresult cuLaunchHostFunc_ptsz(CUstream s, CUhostFn fn, void *data)
+{
+    NEED_INIT();
+    return launch_host_func(s, fn, data, 1);
+}
+
+/* Pinned host memory: plain host memory here (the double's copies are memcpy). */
+EXPORT CUresult cuMemAllocHost_v2(void **p, size_t bytes)
+{
+    NEED_INIT();
+    if (current() == NULL)
+        return CUDA_ERROR_INVALID_CONTEXT;
+    if (p == NULL || bytes == 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    *p = malloc(bytes);
+    return *p == NULL ? CUDA_ERROR_OUT_OF_MEMORY : CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuMemFreeHost(void *p)
+{
+    NEED_INIT();
+    free(p);
+    return CUDA_SUCCESS;
 }
 
 EXPORT CUresult cuMemsetD8_v2(CUdeviceptr dst, unsigned char uc, size_t n)
