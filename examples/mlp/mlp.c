@@ -10,7 +10,9 @@
  * drops by exactly the bytes the regions released, and the step's peak by those bytes less the
  * last layer's, which is rebuilt as soon as the backward starts, when every other activation is
  * still alive. Runs on host buffers, and on device buffers too when a CUDA device (or, under
- * `make check`, recap's CUDA test double) is present. Prints its figures; exits 1 on a mismatch.
+ * `make check`, recap's CUDA test double) is present: eagerly, and captured into a CUDA graph
+ * that is replayed, eager execution being the oracle of every replay. Prints its figures; exits
+ * 1 on a mismatch.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -87,25 +89,38 @@ static void report(const char *where, const mlp_cfg_t *cfg, const mlp_result_t *
     expect(saved_peak == r[1].released - layer, "peak saved == released less the last layer");
 }
 
-static void run(int device, const mlp_cfg_t *cfg)
+/* Device work enqueued by a step has run: its staging can go. */
+static void finish(mlp_env_t *env)
 {
-    size_t nx = (size_t)cfg->batch * cfg->width, ny = (size_t)cfg->batch * cfg->outputs;
-    float *x = malloc(nx * sizeof(float)), *y = malloc(ny * sizeof(float));
-    mlp_params_t w, g[2];
+    if (env->device != RECAP_DEVICE_HOST)
+        mlp_check(recap_stream_synchronize(env->stream), "sync");
+    mlp_env_done(env);
+}
+
+/* The step's inputs, and the host run's outcome that the device runs must reproduce: the device
+ * fill draws cuRAND's numbers as the host one does, and the arithmetic is the same code. */
+typedef struct {
+    mlp_params_t w;
+    float *x, *y;
+    int have_ref;
+    float ref_loss;
+    mlp_params_t ref;
+} model_t;
+
+static void run(int device, const mlp_cfg_t *cfg, model_t *m)
+{
+    mlp_params_t g[2];
     mlp_result_t r[2];
     uint64_t next[2];
     mlp_env_t env;
     int k;
 
-    mlp_env_init(&env, cfg, device);
-    mlp_params_alloc(&w, cfg);
-    mlp_params_random(&w, cfg, 42);
-    random_data(x, nx, 7);
-    random_data(y, ny, 8);
+    mlp_env_init(&env, device, 0);
     for (k = 0; k < 2; k++) {
         mlp_params_alloc(&g[k], cfg);
         mlp_env_seed(&env, cfg->seed);
-        mlp_step(&env, cfg, &w, x, y, k, &g[k], &r[k]);
+        mlp_step(&env, cfg, &m->w, m->x, m->y, k, &g[k], &r[k]);
+        finish(&env);
         next[k] = after_step_draw(&env);
     }
     report(device == RECAP_DEVICE_HOST ? "host" : "device", cfg, r);
@@ -114,24 +129,143 @@ static void run(int device, const mlp_cfg_t *cfg)
     expect(next[0] == next[1], "RNG continues identically after the step");
     printf("gradients bit-identical: %s; RNG after the step identical: %s\n",
            mlp_params_equal(&g[0], &g[1], cfg) ? "yes" : "NO", next[0] == next[1] ? "yes" : "NO");
-    for (k = 0; k < 2; k++)
-        mlp_params_free(&g[k], cfg);
-    mlp_params_free(&w, cfg);
+    if (!m->have_ref) {
+        m->have_ref = 1;
+        m->ref_loss = r[0].loss;
+        m->ref = g[0];
+    } else {
+        int same = memcmp(&r[0].loss, &m->ref_loss, sizeof(float)) == 0 &&
+                   mlp_params_equal(&g[0], &m->ref, cfg);
+
+        expect(same, "device step == host step");
+        printf("loss and gradients equal to the host buffers' run: %s\n", same ? "yes" : "NO");
+        mlp_params_free(&g[0], cfg);
+    }
+    mlp_params_free(&g[1], cfg);
     mlp_env_free(&env);
-    free(x);
-    free(y);
+}
+
+/* The tracker's whole state, serialized (to compare two states). */
+static size_t state_bytes(recap_tracker_h t, recap_snapshot_h snap, uint8_t *buf, size_t cap)
+{
+    size_t len = 0;
+
+    mlp_check(recap_snapshot_take(t, snap), "snapshot");
+    mlp_check(recap_snapshot_serialize(snap, buf, cap, &len), "serialize");
+    return len;
+}
+
+/*
+ * The step captured into a CUDA graph (with and without regions) and replayed three times. Eager
+ * execution is the oracle of every replay: the tracker's state is snapshotted before the launch,
+ * and after it the same step runs eagerly (without regions) from that snapshot; the loss and
+ * every gradient must equal the replay's bit for bit, and the eager step must leave the tracker
+ * where the launch left it. Each replay draws fresh masks (a new loss). The rebuilds inside the
+ * capture redraw the forward's masks on every replay, or the oracle would not match.
+ *
+ * Memory: the step's buffers come from the plain host's pool (RECAP_PLAIN_REUSE_FREED, reuse in
+ * stream order), which after the capture holds exactly the device memory the graph writes:
+ * regions shrink it.
+ */
+static void run_graph(int device, const mlp_cfg_t *cfg, model_t *m)
+{
+    uint64_t pool[2];
+    int regions;
+
+    printf("\ncaptured in a CUDA graph, replayed 3 times, each replay against an eager step:\n");
+    printf("| | replay 1 loss | replay 2 loss | replay 3 loss | = eager, gradients too | "
+           "device memory in the pool |\n|---|---:|---:|---:|---|---:|\n");
+    for (regions = 0; regions < 2; regions++) {
+        static uint8_t before[4096], launched[4096], eager[4096];
+        mlp_params_t gg, ge;
+        mlp_result_t rg, re;
+        recap_plain_stats_t st;
+        recap_snapshot_h snap;
+        recap_graph_t graph;
+        recap_graph_exec_t exec;
+        struct mlp_task *graph_tasks;
+        float losses[3];
+        int k, all_equal = 1;
+        size_t nb, nl, ne;
+        mlp_env_t env;
+
+        mlp_env_init(&env, device, 1);
+        mlp_check(recap_snapshot_create(&snap), "snapshot create");
+        mlp_params_alloc(&gg, cfg);
+        mlp_params_alloc(&ge, cfg);
+        mlp_env_seed(&env, cfg->seed);
+        /* Relaxed: buffers are allocated inside the capture (the pool's first use of them). */
+        mlp_check(recap_stream_begin_capture(env.stream, RECAP_CAPTURE_RELAXED), "begin capture");
+        mlp_step(&env, cfg, &m->w, m->x, m->y, regions, &gg, &rg);
+        mlp_check(recap_stream_end_capture(env.stream, &graph), "end capture");
+        mlp_check(recap_graph_instantiate(graph, &exec), "instantiate");
+        graph_tasks = env.tasks; /* the graph's host nodes use their staging until it goes */
+        env.tasks = NULL;
+        mlp_check(recap_plain_host_stats(env.host, &st), "stats");
+        pool[regions] = st.live_bytes + st.held_bytes;
+        expect(st.live_bytes == 0, "the captured step freed every buffer");
+        for (k = 0; k < 3; k++) {
+            nb = state_bytes(env.tracker, snap, before, sizeof(before));
+            mlp_check(recap_graph_launch(exec, env.stream), "launch");
+            mlp_check(recap_stream_synchronize(env.stream), "sync");
+            losses[k] = rg.loss;
+            nl = state_bytes(env.tracker, snap, launched, sizeof(launched));
+            mlp_check(recap_snapshot_deserialize(before, nb, snap), "deserialize");
+            mlp_check(recap_snapshot_restore(env.tracker, snap), "restore");
+            mlp_step(&env, cfg, &m->w, m->x, m->y, 0, &ge, &re);
+            finish(&env);
+            ne = state_bytes(env.tracker, snap, eager, sizeof(eager));
+            all_equal = all_equal && memcmp(&rg.loss, &re.loss, sizeof(float)) == 0 &&
+                        mlp_params_equal(&gg, &ge, cfg);
+            expect(memcmp(&rg.loss, &re.loss, sizeof(float)) == 0, "replay loss == eager loss");
+            expect(mlp_params_equal(&gg, &ge, cfg), "replay gradients == eager gradients");
+            expect(nl == ne && memcmp(launched, eager, nl) == 0,
+                   "the eager step leaves the tracker where the launch did");
+            expect(nl != nb || memcmp(before, launched, nb) != 0, "a launch advances the tracker");
+            if (k > 0)
+                expect(memcmp(&losses[k], &losses[k - 1], sizeof(float)) != 0,
+                       "each replay draws fresh masks");
+        }
+        printf("| %s | %.9g | %.9g | %.9g | %s | %llu |\n",
+               regions ? "with regions" : "without regions", (double)losses[0],
+               (double)losses[1], (double)losses[2], all_equal ? "yes" : "NO",
+               (unsigned long long)pool[regions]);
+        mlp_check(recap_graph_exec_destroy(exec), "exec destroy");
+        mlp_check(recap_graph_destroy(graph), "graph destroy");
+        env.tasks = graph_tasks;
+        mlp_env_done(&env);
+        mlp_check(recap_snapshot_destroy(snap), "snapshot destroy");
+        mlp_params_free(&gg, cfg);
+        mlp_params_free(&ge, cfg);
+        mlp_env_free(&env);
+    }
+    printf("device memory saved in the graph: %llu bytes\n",
+           (unsigned long long)(pool[0] - pool[1]));
+    expect(pool[1] < pool[0], "regions shrink the graph's memory");
 }
 
 int main(void)
 {
     mlp_cfg_t cfg = {.layers = 4, .batch = 32, .width = 128, .outputs = 16, .drop = 0.1f,
                      .seed = 1234};
+    size_t nx = (size_t)cfg.batch * cfg.width, ny = (size_t)cfg.batch * cfg.outputs;
+    model_t m = {.x = malloc(nx * sizeof(float)), .y = malloc(ny * sizeof(float))};
     int devices = 0;
 
-    run(RECAP_DEVICE_HOST, &cfg);
-    if (recap_device_count(&devices) == RECAP_OK && devices > 0)
-        run(0, &cfg);
-    else
-        printf("\n(no CUDA device: device buffers not exercised)\n");
+    mlp_params_alloc(&m.w, &cfg);
+    mlp_params_random(&m.w, &cfg, 42);
+    random_data(m.x, nx, 7);
+    random_data(m.y, ny, 8);
+    run(RECAP_DEVICE_HOST, &cfg, &m);
+    if (recap_device_count(&devices) == RECAP_OK && devices > 0) {
+        run(0, &cfg, &m);
+        run_graph(0, &cfg, &m);
+    } else {
+        printf("\n(no CUDA device: device buffers and graphs not exercised)\n");
+    }
+    mlp_params_free(&m.ref, &cfg);
+    mlp_params_free(&m.w, &cfg);
+    free(m.x);
+    free(m.y);
     return failures == 0 ? 0 : 1;
 }

@@ -34,24 +34,6 @@ void *mlp_data(recap_buffer_t b)
     return d;
 }
 
-void mlp_read(mlp_env_t *env, recap_buffer_t b, float *dst, size_t floats)
-{
-    if (env->device == RECAP_DEVICE_HOST)
-        memcpy(dst, mlp_data(b), floats * sizeof(float));
-    else
-        mlp_check(recap_memcpy_to_host(env->device, dst, mlp_data(b), floats * sizeof(float)),
-                  "D2H");
-}
-
-void mlp_write(mlp_env_t *env, recap_buffer_t b, const float *src, size_t floats)
-{
-    if (env->device == RECAP_DEVICE_HOST)
-        memcpy(mlp_data(b), src, floats * sizeof(float));
-    else
-        mlp_check(recap_memcpy_to_device(env->device, mlp_data(b), src, floats * sizeof(float)),
-                  "H2D");
-}
-
 void mlp_free(recap_buffer_t b)
 {
     mlp_check(recap_plain_buffer_destroy(b), "buffer destroy");
@@ -109,32 +91,32 @@ float mlp_gelu_grad(float d)
     return s + 1.702f * d * s * (1.0f - s);
 }
 
-/* Draws with recap (the host generator, or the device fill into device memory); the GELU runs
- * on the host, through scratch copies for device buffers. */
+/* a = GELU(h dropped out by the mask): in = {h, mask}. */
+static void act_kernel(const mlp_args_t *a, float *const *in, float *out)
+{
+    size_t n = (size_t)a->rows * (size_t)a->out, i;
+    float keep = 1.0f / (1.0f - a->drop);
+
+    for (i = 0; i < n; i++)
+        out[i] = mlp_gelu(in[1][i] < a->drop ? 0.0f : in[0][i] * keep);
+}
+
+/* Draws the mask with recap (the host generator, or the device fill into device memory on the
+ * env's stream), then the GELU as an operation (mlp_op). */
 void mlp_act_fn(const float *h, float *mask, float *a, uint64_t n, mlp_act_ctx_t *ctx)
 {
     mlp_env_t *env = ctx->env;
-    float *hh = (float *)h, *hm = mask, *ha = a, keep = 1.0f / (1.0f - ctx->drop);
+    mlp_args_t args = {.rows = 1, .out = (int)n, .drop = ctx->drop};
+    void *in[2] = {(void *)(uintptr_t)h, mask};
+    size_t nin[2] = {n, n};
     recap_fork_token_t tok;
     recap_generator_h g;
-    uint64_t i;
 
     mlp_check(recap_tracker_generator(env->tracker, &g), "tracker generator");
     mlp_check(recap_tracker_fork(env->tracker, RECAP_RNG_MODEL_PARALLEL, &tok), "fork");
     mlp_check(recap_generator_fill_uniform(g, env->stream, mask, n), "dropout mask");
     mlp_check(recap_tracker_unfork(env->tracker, tok), "unfork");
-    if (env->device != RECAP_DEVICE_HOST) {
-        mlp_check(recap_stream_synchronize(env->stream), "mask sync");
-        hh = env->scratch[0];
-        hm = env->scratch[1];
-        ha = env->scratch[2];
-        mlp_check(recap_memcpy_to_host(env->device, hh, h, n * sizeof(float)), "D2H h");
-        mlp_check(recap_memcpy_to_host(env->device, hm, mask, n * sizeof(float)), "D2H mask");
-    }
-    for (i = 0; i < n; i++)
-        ha[i] = mlp_gelu(hm[i] < ctx->drop ? 0.0f : hh[i] * keep);
-    if (env->device != RECAP_DEVICE_HOST)
-        mlp_check(recap_memcpy_to_device(env->device, a, ha, n * sizeof(float)), "H2D a");
+    mlp_op(env, act_kernel, &args, in, nin, 2, a, n);
 }
 
 recap_signature_h mlp_act_signature(void)

@@ -4,9 +4,11 @@
  *
  * Activations are plain-host buffers (recap_plain_*), so their memory is accounted for: host
  * memory, or device memory when a CUDA device is present. recap has no GEMM kernels, so for
- * device buffers the arithmetic is done on the host: each operation copies its device operands
- * into host scratch, computes, and copies the result back. What runs on the device is what recap
- * itself provides: the dropout masks are drawn by recap's device fill into device memory.
+ * device buffers the arithmetic runs on the host, in stream order: each operation copies its
+ * device operands into pinned staging memory, a host function computes, and the result is
+ * copied back (mlp_op). What runs on the device is what recap itself provides: the dropout masks
+ * are drawn by recap's device fill into device memory. Being stream-ordered, a whole step can be
+ * captured into a CUDA graph and replayed.
  */
 #ifndef RECAP_EXAMPLE_MLP_MODEL_H
 #define RECAP_EXAMPLE_MLP_MODEL_H
@@ -29,14 +31,16 @@ typedef struct {
     float *W[MLP_MAX_LAYERS], *b[MLP_MAX_LAYERS], *Wo, *bo;
 } mlp_params_t;
 
+struct mlp_task;
+
 /* Where the activations live and where the random numbers come from. */
 typedef struct {
     int device; /* RECAP_DEVICE_HOST or a CUDA device */
     recap_plain_host_h host;
     const recap_host_ops_t *ops;
     recap_tracker_h tracker;
-    recap_stream_t stream; /* device mode: where the masks are drawn */
-    float *scratch[3];     /* device mode: host copies of operands */
+    recap_stream_t stream;  /* device mode: where masks, copies and host functions run */
+    struct mlp_task *tasks; /* device mode: operations enqueued since the last mlp_env_done */
 } mlp_env_t;
 
 typedef struct {
@@ -49,7 +53,14 @@ typedef struct {
 /* Exits with a message on a failed recap call (an example: no error recovery). */
 void mlp_check(recap_status_t st, const char *what);
 
-int mlp_env_init(mlp_env_t *env, const mlp_cfg_t *cfg, int device);
+/* graph_safe: the tracker's states stay valid inside a capture (for a step captured in a graph).
+ * Device buffers come from a plain host that reuses freed storage in stream order
+ * (RECAP_PLAIN_REUSE_FREED): asynchronous work may still use a buffer freed on the host, and a
+ * captured step's memory is the graph's. */
+void mlp_env_init(mlp_env_t *env, int device, int graph_safe);
+/* After the device work of the enqueued operations has finished (a synchronize, or the graph
+ * that holds them destroyed): frees their staging memory. */
+void mlp_env_done(mlp_env_t *env);
 void mlp_env_free(mlp_env_t *env);
 
 void mlp_params_alloc(mlp_params_t *p, const mlp_cfg_t *cfg);
@@ -59,20 +70,42 @@ void mlp_params_free(mlp_params_t *p, const mlp_cfg_t *cfg);
 int mlp_params_equal(const mlp_params_t *a, const mlp_params_t *b, const mlp_cfg_t *cfg);
 
 /* One training step on input x (batch x width) and target y (batch x outputs): fills the
- * gradients in g. With regions, each layer's dropout+GELU runs in a region without output,
- * released once its consumer ran and rebuilt by the backward's trigger. */
+ * gradients in g and res->loss. With regions, each layer's dropout+GELU runs in a region without
+ * output, released once its consumer ran and rebuilt by the backward's trigger. On device
+ * buffers the step is only enqueued: g and res->loss are written when the stream reaches them
+ * (the caller synchronizes), so a step enqueued inside a capture writes them at every replay.
+ * x is staged when the step is enqueued; y and the weights are read when it runs. */
 void mlp_step(mlp_env_t *env, const mlp_cfg_t *cfg, const mlp_params_t *w, const float *x,
               const float *y, int regions, mlp_params_t *g, mlp_result_t *res);
 
 /* Buffer helpers (host or device buffers alike). */
 recap_buffer_t mlp_buf(mlp_env_t *env, size_t floats);
-void mlp_read(mlp_env_t *env, recap_buffer_t b, float *dst, size_t floats);
-void mlp_write(mlp_env_t *env, recap_buffer_t b, const float *src, size_t floats);
 void mlp_free(recap_buffer_t b);
 /* The buffer's data pointer (host or device memory); exits if it is released. */
 void *mlp_data(recap_buffer_t b);
 /* Seeds the tracker for a step: the same seed gives the same masks. */
 void mlp_env_seed(mlp_env_t *env, int64_t seed);
+
+/* One operation's host-side arguments: weights and host outputs by pointer, sizes by value. */
+typedef struct {
+    const float *W, *b, *y;
+    float *gW, *gb, *loss;
+    int rows, in, out;
+    float drop;
+} mlp_args_t;
+
+/* An operation's arithmetic on host arrays: in[] its buffer operands, out its buffer result
+ * (NULL when it has none). */
+typedef void (*mlp_kernel_t)(const mlp_args_t *a, float *const *in, float *out);
+
+/* Runs `k` on buffers given by their data pointers (host or device memory): at once on host
+ * buffers; on device buffers enqueued on env->stream (operands staged to the host, the kernel in
+ * a host function, the result copied back). The arguments are copied; what they point to must
+ * stay valid until the work has run (in a graph: while it is replayed). */
+void mlp_op(mlp_env_t *env, mlp_kernel_t k, const mlp_args_t *a, void *const *in,
+            const size_t *in_floats, int nin, void *out, size_t out_floats);
+/* Copies host floats into a buffer (on device buffers in stream order, from a staged copy). */
+void mlp_upload(mlp_env_t *env, void *dst, const float *src, size_t floats);
 
 /* The layers' arithmetic on host arrays. */
 void mlp_linear(const float *x, const float *W, const float *b, float *y, int rows, int in,

@@ -4,22 +4,20 @@
 
 #include "model.h"
 
-int mlp_env_init(mlp_env_t *env, const mlp_cfg_t *cfg, int device)
+void mlp_env_init(mlp_env_t *env, int device, int graph_safe)
 {
     recap_tracker_params_t tp = {.device = device};
-    size_t n = (size_t)cfg->batch * (size_t)(cfg->width > cfg->outputs ? cfg->width : cfg->outputs);
-    int i;
+    uint32_t flags = device == RECAP_DEVICE_HOST ? 0 : RECAP_PLAIN_REUSE_FREED;
 
     memset(env, 0, sizeof(*env));
     env->device = device;
-    mlp_check(recap_plain_host_create(device, 0, &env->host), "plain host");
+    if (graph_safe)
+        tp.flags = RECAP_TRACKER_GRAPH_SAFE;
+    mlp_check(recap_plain_host_create(device, flags, &env->host), "plain host");
     mlp_check(recap_plain_host_ops(&env->ops), "plain ops");
     mlp_check(recap_tracker_create(&tp, &env->tracker), "tracker");
     if (device != RECAP_DEVICE_HOST)
         mlp_check(recap_stream_create(device, &env->stream), "stream");
-    for (i = 0; i < 3; i++)
-        env->scratch[i] = malloc(n * sizeof(float));
-    return 0;
 }
 
 void mlp_env_seed(mlp_env_t *env, int64_t seed)
@@ -31,10 +29,7 @@ void mlp_env_seed(mlp_env_t *env, int64_t seed)
 
 void mlp_env_free(mlp_env_t *env)
 {
-    int i;
-
-    for (i = 0; i < 3; i++)
-        free(env->scratch[i]);
+    mlp_env_done(env);
     if (env->stream != NULL)
         mlp_check(recap_stream_destroy(env->stream), "stream destroy");
     mlp_check(recap_tracker_destroy(env->tracker), "tracker destroy");

@@ -32,18 +32,20 @@ static uint64_t live(step_t *s)
     return st.live_bytes;
 }
 
-/* y = x W + b on buffers, computed on host copies. */
+static void linear_kernel(const mlp_args_t *a, float *const *in, float *out)
+{
+    mlp_linear(in[0], a->W, a->b, out, a->rows, a->in, a->out);
+}
+
+/* y = x W + b on buffers. */
 static void linear(step_t *s, recap_buffer_t x, const float *W, const float *b, recap_buffer_t y,
                    int in, int out)
 {
-    size_t rows = (size_t)s->cfg->batch;
-    float *hx = malloc(rows * in * sizeof(float)), *hy = malloc(rows * out * sizeof(float));
+    mlp_args_t a = {.W = W, .b = b, .rows = s->cfg->batch, .in = in, .out = out};
+    void *xs[1] = {mlp_data(x)};
+    size_t nx[1] = {(size_t)s->cfg->batch * in};
 
-    mlp_read(s->env, x, hx, rows * in);
-    mlp_linear(hx, W, b, hy, (int)rows, in, out);
-    mlp_write(s->env, y, hy, rows * out);
-    free(hx);
-    free(hy);
+    mlp_op(s->env, linear_kernel, &a, xs, nx, 1, mlp_data(y), (size_t)s->cfg->batch * out);
 }
 
 static void dropout_gelu(step_t *s, int i)
@@ -77,7 +79,7 @@ static void forward(step_t *s, const float *x)
     size_t bh = (size_t)s->cfg->batch * H;
 
     s->a[0] = mlp_buf(s->env, bh);
-    mlp_write(s->env, s->a[0], x, bh);
+    mlp_upload(s->env, mlp_data(s->a[0]), x, bh);
     for (i = 1; i <= L; i++) {
         s->h[i] = mlp_buf(s->env, bh);
         linear(s, s->a[i - 1], s->w->W[i - 1], s->w->b[i - 1], s->h[i], H, H);
@@ -100,23 +102,36 @@ static void gradient_arrived(step_t *s, recap_buffer_t b)
         mlp_check(recap_plain_buffer_fire(b), "trigger");
 }
 
-static recap_buffer_t loss_grad(step_t *s, const float *y, float *loss)
+/* g = d(loss)/d(out) from in = {out}; the loss into *a->loss. */
+static void loss_kernel(const mlp_args_t *a, float *const *in, float *g)
 {
-    size_t n = (size_t)s->cfg->batch * s->cfg->outputs, k;
-    float *o = malloc(n * sizeof(float)), *g = malloc(n * sizeof(float));
-    recap_buffer_t gb = mlp_buf(s->env, n);
+    size_t n = (size_t)a->rows * (size_t)a->out, k;
     double sum = 0.0;
 
-    mlp_read(s->env, s->out, o, n);
     for (k = 0; k < n; k++) {
-        g[k] = (o[k] - y[k]) / (float)n;
-        sum += 0.5 * (double)(o[k] - y[k]) * (double)(o[k] - y[k]);
+        float d = in[0][k] - a->y[k];
+
+        g[k] = d / (float)n;
+        sum += 0.5 * (double)d * (double)d;
     }
-    *loss = (float)(sum / (double)n);
-    mlp_write(s->env, gb, g, n);
-    free(o);
-    free(g);
+    *a->loss = (float)(sum / (double)n);
+}
+
+static recap_buffer_t loss_grad(step_t *s, const float *y, float *loss)
+{
+    size_t n = (size_t)s->cfg->batch * s->cfg->outputs;
+    mlp_args_t a = {.y = y, .loss = loss, .rows = s->cfg->batch, .out = s->cfg->outputs};
+    recap_buffer_t gb = mlp_buf(s->env, n);
+    void *in[1] = {mlp_data(s->out)};
+
+    mlp_op(s->env, loss_kernel, &a, in, &n, 1, mlp_data(gb), n);
     return gb;
+}
+
+/* in = {x, gy}: the weight gradients, and the input's gradient into out when it is wanted. */
+static void linear_back_kernel(const mlp_args_t *a, float *const *in, float *gx)
+{
+    mlp_linear_backward(in[0], a->W, in[1], a->gW, a->gb, gx, a->rows, a->in, a->out);
 }
 
 /* Weight gradients of a linear whose input is x and output gradient gy; returns the input's
@@ -124,41 +139,38 @@ static recap_buffer_t loss_grad(step_t *s, const float *y, float *loss)
 static recap_buffer_t linear_back(step_t *s, recap_buffer_t x, const float *W, recap_buffer_t gy,
                                   float *gW, float *gb, int in, int out, int want_gx)
 {
-    size_t rows = (size_t)s->cfg->batch;
-    float *hx = malloc(rows * in * sizeof(float)), *hg = malloc(rows * out * sizeof(float));
-    float *hgx = want_gx ? malloc(rows * in * sizeof(float)) : NULL;
-    recap_buffer_t gx = NULL;
+    size_t rows = (size_t)s->cfg->batch, n[2] = {rows * in, rows * out};
+    mlp_args_t a = {.W = W, .gW = gW, .gb = gb, .rows = (int)rows, .in = in, .out = out};
+    void *ops[2] = {mlp_data(x), mlp_data(gy)};
+    recap_buffer_t gx = want_gx ? mlp_buf(s->env, rows * in) : NULL;
 
-    mlp_read(s->env, x, hx, rows * in);
-    mlp_read(s->env, gy, hg, rows * out);
-    mlp_linear_backward(hx, W, hg, gW, gb, hgx, (int)rows, in, out);
-    if (want_gx) {
-        gx = mlp_buf(s->env, rows * in);
-        mlp_write(s->env, gx, hgx, rows * in);
-    }
-    free(hx);
-    free(hg);
-    free(hgx);
+    mlp_op(s->env, linear_back_kernel, &a, ops, n, 2, want_gx ? mlp_data(gx) : NULL,
+           want_gx ? rows * in : 0);
     return gx;
 }
 
-/* Through GELU and dropout: gh = ga * gelu'(d) * keep, d = h * keep (keep = 0 or 1/(1-p)). */
+/* Through GELU and dropout, in = {ga, h, mask}: gh = ga * gelu'(d) * keep, d = h * keep
+ * (keep = 0 or 1/(1-p)). */
+static void act_back_kernel(const mlp_args_t *a, float *const *in, float *gh)
+{
+    size_t n = (size_t)a->rows * (size_t)a->out, k;
+    float keep = 1.0f / (1.0f - a->drop);
+
+    for (k = 0; k < n; k++) {
+        float kk = in[2][k] < a->drop ? 0.0f : keep;
+
+        gh[k] = in[0][k] * mlp_gelu_grad(in[1][k] * kk) * kk;
+    }
+}
+
 static recap_buffer_t act_back(step_t *s, int i, recap_buffer_t ga)
 {
-    size_t n = (size_t)s->cfg->batch * s->cfg->width, k;
-    float *g = s->env->scratch[0], *h = s->env->scratch[1], *m = s->env->scratch[2];
-    float keep = 1.0f / (1.0f - s->cfg->drop);
+    size_t n = (size_t)s->cfg->batch * s->cfg->width, ns[3] = {n, n, n};
+    mlp_args_t a = {.rows = s->cfg->batch, .out = s->cfg->width, .drop = s->cfg->drop};
+    void *in[3] = {mlp_data(ga), mlp_data(s->h[i]), mlp_data(s->mask[i])};
     recap_buffer_t gh = mlp_buf(s->env, n);
 
-    mlp_read(s->env, ga, g, n);
-    mlp_read(s->env, s->h[i], h, n);
-    mlp_read(s->env, s->mask[i], m, n);
-    for (k = 0; k < n; k++) {
-        float kk = m[k] < s->cfg->drop ? 0.0f : keep;
-
-        g[k] = g[k] * mlp_gelu_grad(h[k] * kk) * kk;
-    }
-    mlp_write(s->env, gh, g, n);
+    mlp_op(s->env, act_back_kernel, &a, in, ns, 3, mlp_data(gh), n);
     return gh;
 }
 
