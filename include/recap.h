@@ -705,8 +705,9 @@ RECAP_API recap_status_t recap_is_checkpointing(int *checkpointing_p);
 typedef struct recap_plain_host *recap_plain_host_h;
 
 enum {
-    /* Storage freed by a release is kept (not given back) until the host is destroyed: graphs
-     * captured with device buffers may still write to it, as PyTorch's graph memory pools. */
+    /* Storage freed (by a release or a buffer's last handle) is kept, not given back, until the
+     * host is destroyed: graphs captured with device buffers may still write to it, as
+     * PyTorch's graph memory pools. */
     RECAP_PLAIN_KEEP_FREED = 1u << 0,
     /* Kept storage (implies KEEP_FREED) is handed to the next allocation of exactly its size,
      * as a CUDA graph's memory pool reuses freed blocks: right when the host's work on these

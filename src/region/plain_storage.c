@@ -9,8 +9,8 @@
 #include "base/error.h"
 #include "region/plain.h"
 
-/* RECAP_PLAIN_REUSE_FREED: the most recently kept storage of exactly `bytes`, taken off the
- * list (NULL when none); the caller holds the lock. */
+/* RECAP_PLAIN_REUSE_FREED: a kept storage of exactly `bytes` (the list searched from its end,
+ * where the latest are), taken off the list; NULL when none. The caller holds the lock. */
 static void *reuse_locked(struct recap_plain_host *h, size_t bytes)
 {
     size_t i = h->nkept;
