@@ -25,6 +25,14 @@ __global__ void variant_f32(const __grid_constant__ recap_fill_params_t p)
                           (uint64_t)gridDim.x * blockDim.x);
 }
 
+// The library's eager kernel exactly (src/kernels/fill.cu: the same launch bounds), for the
+// blocks-per-SM rounds below.
+__global__ void __launch_bounds__(1024, 2) library_f32(const __grid_constant__ recap_fill_params_t p)
+{
+    recap_fill_f32_thread(&p, (uint64_t)blockIdx.x * blockDim.x + threadIdx.x,
+                          (uint64_t)gridDim.x * blockDim.x);
+}
+
 
 int main(int argc, char **argv)
 {
@@ -132,6 +140,32 @@ int main(int argc, char **argv)
     CR(recap_graph_exec_destroy(exec));
     CR(recap_graph_destroy(graph));
     CR(recap_stream_destroy(cs));
+
+    // Blocks per SM for the library's eager kernel (1024 threads, 2 resident per SM): rounds
+    // alternate between two 1 GiB buffers (physical placement moves the figure between runs),
+    // each row against the memset of its own round.
+    float *buf2;
+    CK(cudaMalloc(&buf2, bytes));
+    const int shapes[] = {2, 4, 6, 8, 12, 16};
+    printf("\n| library kernel, blocks per SM | round 1 | round 2 (other buffer) | round 3 | round 4 (other buffer) |\n|---|---|---|---|---|\n");
+    double ratio[4][6];
+    for (int r = 0; r < 4; r++) {
+        float *b = r % 2 ? buf2 : buf;
+        recap_fill_params_t p = {};
+        p.dst = (uint64_t)(uintptr_t)b;
+        p.n = n;
+        p.philox.seed = 99;
+        recap_fill_keys(99, &p.keys);
+        double m = median_ms([&] { CK(cudaMemsetAsync(b, 0x5a, bytes)); }, reps);
+        for (int i = 0; i < 6; i++) {
+            unsigned grid = (unsigned)(prop.multiProcessorCount * shapes[i]);
+            ratio[r][i] = m / median_ms([&] { library_f32<<<grid, 1024>>>(p); CK(cudaGetLastError()); }, reps);
+        }
+    }
+    for (int i = 0; i < 6; i++)
+        printf("| %d | %.3f | %.3f | %.3f | %.3f |\n", shapes[i], ratio[0][i], ratio[1][i],
+               ratio[2][i], ratio[3][i]);
+    CK(cudaFree(buf2));
 
     printf("\nbench_fill: recap %.0f GB/s = %.3f x memset, %.3f x cuRAND; back to back %.3f x memset, "
            "%.3f x cuRAND\n", bw_recap,

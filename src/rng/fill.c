@@ -27,7 +27,7 @@ static const fill_kind_t fill_f64 = {RECAP_K_FILL_F64, RECAP_K_FILL_F64_CAPTURED
  * per block; eager fills 4 blocks per SM, two waves of full SMs (0.955 x memset against 0.947
  * for one wave), captured fills 2 (one wave). */
 #define FILL_THREADS 1024
-#define FILL_BLOCKS_PER_SM 4
+#define FILL_BLOCKS_PER_SM 8
 #define FILL_BLOCKS_PER_SM_CAPTURED 2
 
 /* cuRAND's layout spreads a fill over 65536 subsequences, so each subsequence's counter (offset
