@@ -161,6 +161,34 @@ START_TEST(stream_ordered_copies_and_host_functions_run_eagerly_and_replay_in_gr
 }
 END_TEST
 
+/* Pinned host memory is addressable by the device (UVA): a device fill writes it with exactly the
+ * words of the host generator. */
+START_TEST(device_fill_writes_pinned_host_memory)
+{
+    size_t n = 1 + tu_rand_below(100000);
+    uint64_t seed = tu_rand_below(1ull << 62);
+    uint32_t *pin, *ref = malloc(n * 4);
+    recap_generator_h dg, hg;
+    recap_stream_t s;
+
+    ck_assert_ok(recap_generator_create(0, &dg));
+    ck_assert_ok(recap_generator_create(RECAP_DEVICE_HOST, &hg));
+    ck_assert_ok(recap_generator_manual_seed(dg, seed));
+    ck_assert_ok(recap_generator_manual_seed(hg, seed));
+    ck_assert_ok(recap_stream_create(0, &s));
+    ck_assert_ok(recap_host_alloc(0, n * 4, (void **)&pin));
+    ck_assert_ok(recap_generator_fill_u32(dg, s, pin, n));
+    ck_assert_ok(recap_stream_synchronize(s));
+    ck_assert_ok(recap_generator_fill_u32(hg, NULL, ref, n));
+    ck_assert_mem_eq(pin, ref, n * 4);
+    ck_assert_ok(recap_host_free(0, pin));
+    ck_assert_ok(recap_stream_destroy(s));
+    ck_assert_ok(recap_generator_destroy(dg));
+    ck_assert_ok(recap_generator_destroy(hg));
+    free(ref);
+}
+END_TEST
+
 START_TEST(host_generator_takes_no_stream)
 {
     recap_generator_h g;
@@ -201,6 +229,7 @@ int main(void)
     tcase_add_test(tc, device_fill_rejects_host_memory);
     tcase_add_test(tc, device_fill_rejects_buffer_of_other_device);
     tcase_add_test(tc, host_generator_takes_no_stream);
+    tcase_add_test(tc, device_fill_writes_pinned_host_memory);
     tcase_add_test(tc, stream_ordered_copies_and_host_functions_run_eagerly_and_replay_in_graphs);
     fill_cases_add(tc, 0);
     suite_add_tcase(s, tc);

@@ -112,11 +112,13 @@ static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static int initialized, ndev = 2;
 static double_ctx_t primary[MAX_DEV];
 static int primary_retains[MAX_DEV]; /* cuDevicePrimaryCtxRetain minus ...Release, per device */
-static struct {
+typedef struct {
     uintptr_t base;
     size_t size;
     int device;
-} allocs[MAX_ALLOC];
+    int pinned; /* cuMemAllocHost: host memory the device can address (UVA) */
+} double_alloc_t;
+static double_alloc_t allocs[MAX_ALLOC];
 static int nallocs;
 static unsigned long launches, stream_ops;
 
@@ -597,6 +599,33 @@ static int find_alloc(uintptr_t p, size_t len)
     return -1;
 }
 
+/* Records an allocation of the current context's device; 0 when the table is full. */
+static int track_alloc(void *p, size_t bytes, int pinned)
+{
+    int ok;
+
+    pthread_mutex_lock(&lock);
+    ok = nallocs < MAX_ALLOC;
+    if (ok)
+        allocs[nallocs++] = (double_alloc_t){(uintptr_t)p, bytes, ctx_device(current()), pinned};
+    pthread_mutex_unlock(&lock);
+    return ok;
+}
+
+/* Forgets an allocation of the given kind; 0 when there is none at that address. The caller
+ * holds the lock. */
+static int untrack_alloc(uintptr_t base, int pinned)
+{
+    int i;
+
+    for (i = 0; i < nallocs; i++)
+        if (allocs[i].base == base && allocs[i].pinned == pinned) {
+            allocs[i] = allocs[--nallocs];
+            return 1;
+        }
+    return 0;
+}
+
 EXPORT CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytes)
 {
     void *p;
@@ -614,43 +643,26 @@ EXPORT CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytes)
     p = aligned_alloc(256, (bytes + 255) & ~(size_t)255);
     if (p == NULL)
         return CUDA_ERROR_OUT_OF_MEMORY;
-    pthread_mutex_lock(&lock);
-    if (nallocs == MAX_ALLOC) {
-        pthread_mutex_unlock(&lock);
+    if (!track_alloc(p, bytes, 0)) {
         free(p);
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
-    allocs[nallocs].base = (uintptr_t)p;
-    allocs[nallocs].size = bytes;
-    allocs[nallocs].device = ctx_device(current());
-    nallocs++;
-    pthread_mutex_unlock(&lock);
     *dptr = (CUdeviceptr)(uintptr_t)p;
     return CUDA_SUCCESS;
 }
 
 EXPORT CUresult cuMemFree_v2(CUdeviceptr dptr)
 {
-    int i;
     CUresult rc;
 
     NEED_INIT();
     pthread_mutex_lock(&lock);
-    if ((rc = unsafe_call_locked()) != CUDA_SUCCESS) {
-        pthread_mutex_unlock(&lock);
-        return rc;
-    }
-    for (i = 0; i < nallocs; i++)
-        if (allocs[i].base == (uintptr_t)dptr)
-            break;
-    if (i == nallocs) {
-        pthread_mutex_unlock(&lock);
-        return CUDA_ERROR_INVALID_VALUE;
-    }
-    free((void *)allocs[i].base);
-    allocs[i] = allocs[--nallocs];
+    if ((rc = unsafe_call_locked()) == CUDA_SUCCESS && !untrack_alloc((uintptr_t)dptr, 0))
+        rc = CUDA_ERROR_INVALID_VALUE; /* also for pinned memory: cuMemFreeHost frees that */
     pthread_mutex_unlock(&lock);
-    return CUDA_SUCCESS;
+    if (rc == CUDA_SUCCESS)
+        free((void *)(uintptr_t)dptr);
+    return rc;
 }
 
 static CUresult check_range(CUdeviceptr p, size_t len)
@@ -727,7 +739,7 @@ EXPORT CUresult cuPointerGetAttribute(void *data, CUpointer_attribute a, CUdevic
 EXPORT CUresult cuPointerGetAttributes(unsigned int n, CUpointer_attribute *attrs, void **data,
                                        CUdeviceptr p)
 {
-    unsigned int k;
+    unsigned int k, type;
     int i, dev;
 
     NEED_INIT();
@@ -740,12 +752,13 @@ EXPORT CUresult cuPointerGetAttributes(unsigned int n, CUpointer_attribute *attr
     pthread_mutex_lock(&lock);
     i = find_alloc((uintptr_t)p, 1);
     dev = i < 0 ? 0 : allocs[i].device;
+    type = i < 0 ? 0 : allocs[i].pinned ? CU_MEMORYTYPE_HOST : CU_MEMORYTYPE_DEVICE;
     pthread_mutex_unlock(&lock);
     for (k = 0; k < n; k++)
         if (attrs[k] == CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL)
             *(int *)data[k] = dev;
         else
-            *(unsigned int *)data[k] = i < 0 ? 0 : CU_MEMORYTYPE_DEVICE;
+            *(unsigned int *)data[k] = type;
     return CUDA_SUCCESS;
 }
 
@@ -1391,7 +1404,8 @@ EXPORT CUresult cuLaunchHostFunc_ptsz(CUstream s, CUhostFn fn, void *data)
     return launch_host_func(s, fn, data, 1);
 }
 
-/* Pinned host memory: plain host memory here (the double's copies are memcpy). */
+/* Pinned host memory: host memory the device addresses too (UVA), so kernels and copies may
+ * use it and pointer queries report it as host memory of the allocating context's device. */
 EXPORT CUresult cuMemAllocHost_v2(void **p, size_t bytes)
 {
     NEED_INIT();
@@ -1400,12 +1414,25 @@ EXPORT CUresult cuMemAllocHost_v2(void **p, size_t bytes)
     if (p == NULL || bytes == 0)
         return CUDA_ERROR_INVALID_VALUE;
     *p = malloc(bytes);
-    return *p == NULL ? CUDA_ERROR_OUT_OF_MEMORY : CUDA_SUCCESS;
+    if (*p == NULL)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    if (!track_alloc(*p, bytes, 1)) {
+        free(*p);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    return CUDA_SUCCESS;
 }
 
 EXPORT CUresult cuMemFreeHost(void *p)
 {
+    int known;
+
     NEED_INIT();
+    pthread_mutex_lock(&lock);
+    known = untrack_alloc((uintptr_t)p, 1);
+    pthread_mutex_unlock(&lock);
+    if (!known)
+        return CUDA_ERROR_INVALID_VALUE;
     free(p);
     return CUDA_SUCCESS;
 }
