@@ -21,6 +21,7 @@
 #include "base/dl.h"
 #include "base/error.h"
 #include "base/log.h"
+#include "capture/capture.h"
 #include "hooks/events.h"
 #include "hooks/hooks.h"
 
@@ -172,13 +173,13 @@ static void on_resource(CUpti_CallbackId id, const CUpti_ResourceData *r)
     /* A destroy through the API has taken the record already (destroy_event); these drop the
      * records of graphs destroyed without one (a context torn down with its graphs). */
     case CUPTI_CBID_RESOURCE_GRAPH_DESTROY_STARTING:
-        report("graph destroyed", recap_graph_destroyed(g->graph));
+        recap__graph_forget(g->graph, 0);
         break;
     case CUPTI_CBID_RESOURCE_GRAPHEXEC_CREATED:
         report("graph instantiated", recap_graph_instantiated(g->graph, g->graphExec));
         break;
     case CUPTI_CBID_RESOURCE_GRAPHEXEC_DESTROY_STARTING:
-        report("exec destroyed", recap_graph_exec_destroyed(g->graphExec));
+        recap__graph_forget(g->graphExec, 1);
         break;
     default:
         break;
@@ -188,13 +189,17 @@ static void on_resource(CUpti_CallbackId id, const CUpti_ResourceData *r)
 static void CUPTIAPI on_callback(void *user, CUpti_CallbackDomain domain, CUpti_CallbackId id,
                                  const void *data)
 {
+    recap_hooks_t source;
+
     (void)user;
     if (!recap__hooks_reporting(installed_as))
         return;
+    source = recap__events_source_set(installed_as);
     if (domain == CUPTI_CB_DOMAIN_DRIVER_API)
         on_driver(id, data);
     else if (domain == CUPTI_CB_DOMAIN_RESOURCE)
         on_resource(id, data);
+    recap__events_source_set(source);
 }
 
 /* libcupti comes with the toolkit or with the framework (PyTorch ships one): one already loaded

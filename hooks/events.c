@@ -7,11 +7,12 @@ void recap__hook_begin(recap_hook_call_t *c)
 {
     c->taken = NULL;
     c->report = recap__hooks_enter() == 0 && recap__hooks_reporting(RECAP_HOOKS_PRELOAD);
+    c->source = recap__events_source_set(c->report ? RECAP_HOOKS_PRELOAD : RECAP_HOOKS_NONE);
 }
 
 void recap__hook_end(recap_hook_call_t *c)
 {
-    (void)c;
+    recap__events_source_set(c->source);
     recap__hooks_leave();
 }
 
@@ -76,6 +77,9 @@ void recap__ev_destroy_done(recap_hook_call_t *c, void *handle, int exec, int ok
     else
         recap__record_put_back(handle, exec, c->taken);
     c->taken = NULL;
+    if (ok && c->report)
+        recap__events_emit(exec ? RECAP_EVENT_GRAPH_EXEC_DESTROYED : RECAP_EVENT_GRAPH_DESTROYED,
+                           NULL, RECAP_CAPTURE_GLOBAL, exec ? NULL : handle, exec ? handle : NULL);
 }
 
 void recap__ev_before_launch(recap_hook_call_t *c, void *exec, void *stream)

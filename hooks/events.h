@@ -13,6 +13,7 @@
 typedef struct {
     int report;  /* this call reports events */
     void *taken; /* a destroy's record, until the real call says whether the handle went */
+    recap_hooks_t source; /* the thread's event source before this call */
 } recap_hook_call_t;
 
 /* Starts an interposed call: decides whether it reports. Pair with recap__hook_end. */

@@ -97,6 +97,8 @@ typedef struct recap_generator *recap_generator_h;
 /* Creates a generator for a CUDA device (0..count-1) or the host (RECAP_DEVICE_HOST), seeded
  * with 67280421310721 (PyTorch's default seed) at offset 0. */
 RECAP_API recap_status_t recap_generator_create(int device, recap_generator_h *gen_p);
+/* RECAP_ERR_STATE, destroying nothing, while a tracker drives the generator (as its generator
+ * or host generator): destroy the tracker first. */
 RECAP_API recap_status_t recap_generator_destroy(recap_generator_h gen);
 RECAP_API recap_status_t recap_generator_device(recap_generator_h gen, int *device_p);
 /* Seeds the generator and resets its offset to 0. */
@@ -129,6 +131,90 @@ RECAP_API recap_status_t recap_generator_fill_uniform(recap_generator_h gen, rec
                                             float *buf, size_t n);
 RECAP_API recap_status_t recap_generator_fill_uniform_double(recap_generator_h gen, recap_stream_t stream,
                                                    double *buf, size_t n);
+
+/* ---------------------------------------------------------------- framework generators */
+
+/*
+ * A framework's own generator as a recap generator (ABI 1.2). Training jobs draw through their
+ * framework's generator (PyTorch's dropout, randn, fused attention all take their Philox seed
+ * and offset from torch's CUDA generator), so the tracker must switch *that* generator inside a
+ * fork. A framework describes its generator with this table and gets a recap_generator_h that the
+ * tracker (recap_tracker_params_t.generator or .host_generator), per-rank seeding and snapshots
+ * accept wherever they accept recap's own generators: forks then install the named state in the
+ * framework's generator, seeding seeds it, snapshots read and write it.
+ *
+ * Two forms, as in PyTorch:
+ * - the value form (required): the generator's current state as 16 bytes (RECAP_STATE_BYTES:
+ *   seed then offset, little-endian; torch.cuda.get_rng_state's layout). set_state must refuse an
+ *   offset that is not a multiple of 4 (RECAP_ERR_MISALIGNED), as recap does.
+ * - the graph-safe form (all of state_clone .. state_release, or none; needed by
+ *   RECAP_TRACKER_GRAPH_SAFE trackers): state objects the generator can have installed as its
+ *   current state, so a draw through the generator advances the installed object (PyTorch's
+ *   graphsafe_get_state / graphsafe_set_state). Every object the framework hands to recap
+ *   (state_create, state_clone, state_current) is one reference that recap gives back exactly
+ *   once with state_release; state_install takes no reference from recap (the framework keeps
+ *   what it needs). state_current should return the same `obj` pointer for the object last
+ *   installed; another pointer is taken for another state object.
+ *
+ * Every operation gets `framework` (the pointer given at creation) and reports failure with a
+ * status other than RECAP_OK, which recap returns to its caller after undoing what it had
+ * changed (a fork, seeding or snapshot restore is all or nothing). Operations run in the thread
+ * of the recap call, while recap holds the tracker's and the generator's locks: they must not
+ * call recap's tracker, snapshot or generator functions (such calls fail with RECAP_ERR_STATE).
+ *
+ * recap's fills (recap_generator_fill_*) also draw from a framework generator, by value: they read
+ * the current state, advance it and write it back; on a device generator outside a capture only
+ * (RECAP_ERR_UNSUPPORTED while the stream captures: inside a capture the framework's own kernels
+ * draw). recap_generator_reserve is RECAP_ERR_UNSUPPORTED on a framework generator.
+ */
+#define RECAP_FRAMEWORK_OPS_VERSION 1
+
+typedef struct recap_framework_ops {
+    unsigned version;  /* RECAP_FRAMEWORK_OPS_VERSION */
+    const char *name;  /* shown by recap-probe and in logs, e.g. "torch.cuda:0"; copied */
+    /* Value form (required). */
+    recap_status_t (*get_state)(void *framework, uint8_t state[RECAP_STATE_BYTES]);
+    recap_status_t (*set_state)(void *framework, const uint8_t state[RECAP_STATE_BYTES]);
+    /* Graph-safe form. state_create is optional: without it recap clones the current state
+     * object and writes (seed, 0) into the clone, as Megatron does. */
+    recap_status_t (*state_create)(void *framework, uint64_t seed, void **obj_p);
+    recap_status_t (*state_clone)(void *framework, void *obj, void **clone_p);
+    recap_status_t (*state_install)(void *framework, void *obj);
+    recap_status_t (*state_current)(void *framework, void **obj_p);
+    recap_status_t (*state_get)(void *framework, void *obj, uint8_t state[RECAP_STATE_BYTES]);
+    recap_status_t (*state_set)(void *framework, void *obj,
+                                const uint8_t state[RECAP_STATE_BYTES]);
+    void (*state_release)(void *framework, void *obj);
+    /* Optional: whether a draw from a state object nobody registered with a capture is rejected
+     * by the framework inside a capture (1) or not (0): what Megatron's
+     * cudagraph_needs_generator_registration asks of torch. */
+    recap_status_t (*needs_registration)(void *framework, int *needs_p);
+} recap_framework_ops_t;
+
+/* Creates a generator backed by the framework's: `ops` (copied) and `framework` must stay valid
+ * until recap_generator_destroy. `device` is the framework generator's device (a CUDA ordinal or
+ * RECAP_DEVICE_HOST); recap does not check it against the driver (the framework owns it).
+ * RECAP_ERR_INVALID_ARG naming the missing operation for an incomplete table. */
+RECAP_API recap_status_t recap_generator_create_framework(const recap_framework_ops_t *ops,
+                                                          void *framework, int device,
+                                                          recap_generator_h *gen_p);
+/* 1 for a framework generator, 0 for one of recap's own. */
+RECAP_API recap_status_t recap_generator_is_framework(recap_generator_h gen, int *is_framework_p);
+/* Whether drawing from this generator's unregistered states inside a capture is rejected:
+ * for a framework generator the framework answers (RECAP_ERR_UNSUPPORTED when its table has no
+ * needs_registration); for recap's own generators it is recap_capture_needs_registration. */
+RECAP_API recap_status_t recap_generator_needs_registration(recap_generator_h gen, int *needs_p);
+
+/* The framework generators alive in this process (for recap-probe and reports). */
+typedef struct recap_framework_info {
+    char name[64];
+    int device;
+    int graph_safe; /* the table has the graph-safe form */
+    int trackers;   /* trackers driving it now */
+} recap_framework_info_t;
+/* Writes up to `cap` entries and sets *count_p to how many exist. */
+RECAP_API recap_status_t recap_framework_generators(recap_framework_info_t *info, size_t cap,
+                                                    size_t *count_p);
 
 /* ---------------------------------------------------------------- graph-safe RNG: captures */
 
@@ -240,6 +326,67 @@ RECAP_API recap_status_t recap_hooks_uninstall_cupti(void);
 RECAP_API recap_status_t recap_cupti_is_free(int *free_p);
 /* A short name for a front end ("preload", "cupti", "injection", "none"). */
 RECAP_API const char *recap_hooks_name(recap_hooks_t hooks);
+
+/* ---------------------------------------------------------------- capture subscribers */
+
+/*
+ * Capture subscribers (ABI 1.2): the host's callbacks for the capture events recap sees, from
+ * whichever front end reports them (LD_PRELOAD, CUPTI, injection) or from the host's own
+ * recap_capture_* / recap_graph_* calls. This is how a framework adapter registers and primes
+ * its generator's states for a graph recap saw being captured, including captures made by
+ * libraries it did not write.
+ *
+ * A callback runs in the thread making the CUDA call, at the point the event names: WILL_BEGIN
+ * before the capture begins on the stream (outside it, so allocating is safe), ENDED after it
+ * ended (graph NULL when it failed), INSTANTIATED, WILL_LAUNCH before each launch of any graph
+ * (not only those drawing random numbers), DESTROYED / EXEC_DESTROYED once the handle is gone.
+ * Callbacks of one event run in subscription order, each once. A callback that fails (returns
+ * anything but RECAP_OK) is counted and logged (RECAP_LOG=warn) and the host's call goes on.
+ * A callback may use generators, trackers and snapshots and may call CUDA, but must not begin,
+ * end or launch a capture or graph on the event's stream nor report capture events itself:
+ * recap's recap_capture_* / recap_graph_* / recap_stream_*_capture calls made from inside a
+ * callback fail with RECAP_ERR_STATE, and events that a callback's own CUDA calls cause reach
+ * recap's bookkeeping but not the subscribers again. (Un)subscribing from inside a callback
+ * fails with RECAP_ERR_STATE. With no subscriber an event costs one load.
+ */
+typedef enum recap_capture_event {
+    RECAP_EVENT_CAPTURE_WILL_BEGIN = 0, /* stream, mode */
+    RECAP_EVENT_CAPTURE_ENDED = 1,      /* stream, graph */
+    RECAP_EVENT_GRAPH_INSTANTIATED = 2, /* graph, exec */
+    RECAP_EVENT_GRAPH_WILL_LAUNCH = 3,  /* exec, stream */
+    RECAP_EVENT_GRAPH_DESTROYED = 4,    /* graph */
+    RECAP_EVENT_GRAPH_EXEC_DESTROYED = 5 /* exec */
+} recap_capture_event_t;
+#define RECAP_EVENT_MASK(event) (1u << (event))
+#define RECAP_EVENT_MASK_ALL 0x3fu
+
+typedef struct recap_capture_event_info {
+    recap_capture_event_t event;
+    recap_hooks_t source;      /* the front end that saw it; RECAP_HOOKS_NONE: the host's call */
+    recap_stream_t stream;     /* WILL_BEGIN, ENDED, WILL_LAUNCH */
+    recap_capture_mode_t mode; /* WILL_BEGIN */
+    recap_graph_t graph;       /* ENDED, INSTANTIATED, DESTROYED */
+    recap_graph_exec_t exec;   /* INSTANTIATED, WILL_LAUNCH, EXEC_DESTROYED */
+} recap_capture_event_info_t;
+
+typedef recap_status_t (*recap_capture_subscriber_func_t)(const recap_capture_event_info_t *info,
+                                                          void *arg);
+typedef struct recap_subscription *recap_subscription_h;
+
+/* Subscribes `fn` to the events in `events_mask` (RECAP_EVENT_MASK bits). At most 16 at once
+ * (RECAP_ERR_BUSY beyond). */
+RECAP_API recap_status_t recap_capture_subscribe(uint32_t events_mask,
+                                                 recap_capture_subscriber_func_t fn, void *arg,
+                                                 recap_subscription_h *sub_p);
+/* Waits for the subscription's callbacks running in other threads to return; none runs after
+ * it returns, so `arg` may be freed then. */
+RECAP_API recap_status_t recap_capture_unsubscribe(recap_subscription_h sub);
+/* Events delivered to the subscription and how many of them its callback failed. */
+RECAP_API recap_status_t recap_capture_subscription_stats(recap_subscription_h sub,
+                                                          uint64_t *delivered_p,
+                                                          uint64_t *failed_p);
+/* Subscriptions alive in this process. */
+RECAP_API recap_status_t recap_capture_subscribers(size_t *count_p);
 
 /* ---------------------------------------------------------------- RNG state tracker */
 

@@ -181,6 +181,8 @@ recap_status_t recap_graph_instantiate(recap_graph_t graph, recap_graph_exec_t *
     NEED_DRIVER(drv);
 
     RECAP_CHECK_ARG(graph != NULL && exec_p != NULL, "NULL argument");
+    if (recap__events_check_caller("recap_graph_instantiate") != RECAP_OK)
+        return RECAP_ERR_STATE;
     RECAP_IN_DEVICE(graph_call_device(drv, graph), "cuGraphInstantiateWithFlags",
               drv->cuGraphInstantiateWithFlags(&e, (CUgraph)graph, 0));
     recap_graph_instantiated(graph, e);
@@ -207,7 +209,7 @@ recap_status_t recap_graph_launch(recap_graph_exec_t exec, recap_stream_t stream
     NEED_DRIVER(drv);
 
     RECAP_CHECK_ARG(exec != NULL, "exec is NULL");
-    st = recap_graph_will_launch(exec, stream);
+    st = recap_graph_will_launch(exec, stream); /* refuses inside a subscriber's callback */
     if (st != RECAP_OK)
         return st;
     {
@@ -255,6 +257,10 @@ static recap_status_t destroy_handle(const recap_driver_t *drv, void *handle, in
         return recap__cuda_fail(rc, exec ? "cuGraphExecDestroy" : "cuGraphDestroy");
     }
     recap__record_unref(rec);
+    if (exec)
+        recap__events_emit(RECAP_EVENT_GRAPH_EXEC_DESTROYED, NULL, RECAP_CAPTURE_GLOBAL, NULL, handle);
+    else
+        recap__events_emit(RECAP_EVENT_GRAPH_DESTROYED, NULL, RECAP_CAPTURE_GLOBAL, handle, NULL);
     return RECAP_OK;
 }
 
@@ -263,6 +269,8 @@ recap_status_t recap_graph_destroy(recap_graph_t graph)
     NEED_DRIVER(drv);
 
     RECAP_CHECK_ARG(graph != NULL, "graph is NULL");
+    if (recap__events_check_caller("recap_graph_destroy") != RECAP_OK)
+        return RECAP_ERR_STATE;
     return destroy_handle(drv, graph, 0);
 }
 
@@ -271,6 +279,8 @@ recap_status_t recap_graph_exec_destroy(recap_graph_exec_t exec)
     NEED_DRIVER(drv);
 
     RECAP_CHECK_ARG(exec != NULL, "exec is NULL");
+    if (recap__events_check_caller("recap_graph_exec_destroy") != RECAP_OK)
+        return RECAP_ERR_STATE;
     return destroy_handle(drv, exec, 1);
 }
 
@@ -282,6 +292,9 @@ recap_status_t recap_capture_prime(recap_stream_t stream)
     int device;
     NEED_DRIVER(drv);
 
+    st = recap__events_check_caller("recap_capture_prime");
+    if (st != RECAP_OK)
+        return st;
     rc = drv->cuStreamGetCaptureInfo((CUstream)stream, &status, NULL, NULL, NULL, NULL);
     if (rc != CUDA_SUCCESS)
         return recap__cuda_fail(rc, "cuStreamGetCaptureInfo");

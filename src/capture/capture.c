@@ -231,7 +231,12 @@ recap_status_t recap_capture_will_begin(recap_stream_t stream, recap_capture_mod
     recap_status_t st;
     int device;
 
-    (void)mode; /* priming allocates under the relaxed mode whatever the capture's mode */
+    st = recap__events_check_caller("recap_capture_will_begin");
+    if (st != RECAP_OK)
+        return st;
+    /* Subscribers first: states they create for this capture get primed with the rest.
+     * Priming allocates under the relaxed mode whatever the capture's mode. */
+    recap__events_emit(RECAP_EVENT_CAPTURE_WILL_BEGIN, stream, mode, NULL, NULL);
     st = recap__stream_device((CUstream)stream, &device);
     if (st != RECAP_OK)
         return st;
@@ -248,7 +253,9 @@ recap_status_t recap_capture_began(recap_stream_t stream)
     CUresult rc;
     int device;
 
-    st = recap__driver_graphs(&drv);
+    st = recap__events_check_caller("recap_capture_began");
+    if (st == RECAP_OK)
+        st = recap__driver_graphs(&drv);
     if (st != RECAP_OK)
         return st;
     rc = drv->cuStreamGetCaptureInfo((CUstream)stream, &status, &id, NULL, NULL, NULL);
@@ -328,7 +335,10 @@ static recap_status_t capture_advance_node(recap_capture_t *c)
 recap_status_t recap_capture_will_end(recap_stream_t stream)
 {
     recap_capture_t *c;
+    recap_status_t st = recap__events_check_caller("recap_capture_will_end");
 
+    if (st != RECAP_OK)
+        return st;
     pthread_mutex_lock(&caps_lock);
     c = find_locked((CUstream)stream, 0, 0);
     pthread_mutex_unlock(&caps_lock);
@@ -358,7 +368,7 @@ static recap_capture_t *other_capture_of_thread(pthread_t self)
     return NULL;
 }
 
-recap_status_t recap_capture_ended(recap_stream_t stream, recap_graph_t graph)
+static recap_status_t capture_end(recap_stream_t stream, recap_graph_t graph)
 {
     recap_capture_t **pp, *c;
     recap_rng_record_t *rec;
@@ -399,6 +409,17 @@ recap_status_t recap_capture_ended(recap_stream_t stream, recap_graph_t graph)
                    "state%s", (unsigned long long)c->id, graph, n, n == 1 ? "" : "s");
     }
     capture_free(c);
+    return st;
+}
+
+recap_status_t recap_capture_ended(recap_stream_t stream, recap_graph_t graph)
+{
+    recap_status_t st = recap__events_check_caller("recap_capture_ended");
+
+    if (st != RECAP_OK)
+        return st;
+    st = capture_end(stream, graph);
+    recap__events_emit(RECAP_EVENT_CAPTURE_ENDED, stream, RECAP_CAPTURE_GLOBAL, graph, NULL);
     return st;
 }
 

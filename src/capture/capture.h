@@ -80,6 +80,18 @@ typedef enum {
 } recap_stat_t;
 void recap__stat_add(recap_stat_t which, uint64_t n);
 
+/* ---- subscribers (subscribers.c) */
+
+/* Delivers an event to the subscribers whose mask has it. */
+void recap__events_emit(recap_capture_event_t event, recap_stream_t stream,
+                        recap_capture_mode_t mode, recap_graph_t graph, recap_graph_exec_t exec);
+/* Drops recap's record of a handle without an event (a destroy the front end reported twice). */
+void recap__graph_forget(const void *handle, int exec);
+/* Sets which front end reports the calling thread's current call; returns the previous value. */
+recap_hooks_t recap__events_source_set(recap_hooks_t source);
+/* RECAP_ERR_STATE when a subscriber's callback makes the host's own capture calls. */
+recap_status_t recap__events_check_caller(const char *what);
+
 /* ---- driver helpers (device_of.c) */
 
 /* The device a stream belongs to (NULL stream: the current context's device, else 0). */

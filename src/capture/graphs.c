@@ -156,14 +156,19 @@ recap_status_t recap_capture_stats(recap_capture_stats_t *stats_p)
 recap_status_t recap_graph_instantiated(recap_graph_t graph, recap_graph_exec_t exec)
 {
     recap_rng_record_t *r;
+    recap_status_t st;
 
     RECAP_CHECK_ARG(graph != NULL && exec != NULL, "NULL graph or exec");
+    st = recap__events_check_caller("recap_graph_instantiated");
+    if (st != RECAP_OK)
+        return st;
     r = map_get(&graphs, graph);
-    if (r == NULL) {
+    if (r == NULL)
         map_drop(&execs, exec); /* a reused handle must not keep an old record */
-        return RECAP_OK;
-    }
-    return map_put(&execs, exec, r);
+    else
+        st = map_put(&execs, exec, r);
+    recap__events_emit(RECAP_EVENT_GRAPH_INSTANTIATED, NULL, RECAP_CAPTURE_GLOBAL, graph, exec);
+    return st;
 }
 
 recap_status_t recap_graph_cloned(recap_graph_t original, recap_graph_t clone)
@@ -171,6 +176,8 @@ recap_status_t recap_graph_cloned(recap_graph_t original, recap_graph_t clone)
     recap_rng_record_t *r;
 
     RECAP_CHECK_ARG(original != NULL && clone != NULL, "NULL graph");
+    if (recap__events_check_caller("recap_graph_cloned") != RECAP_OK)
+        return RECAP_ERR_STATE;
     r = map_get(&graphs, original);
     if (r == NULL)
         return RECAP_OK;
@@ -193,15 +200,30 @@ void recap__record_put_back(void *handle, int exec, recap_rng_record_t *rec)
         map_put(exec ? &execs : &graphs, handle, rec);
 }
 
+void recap__graph_forget(const void *handle, int exec)
+{
+    map_drop(exec ? &execs : &graphs, handle);
+}
+
 recap_status_t recap_graph_destroyed(recap_graph_t graph)
 {
+    recap_status_t st = recap__events_check_caller("recap_graph_destroyed");
+
+    if (st != RECAP_OK)
+        return st;
     map_drop(&graphs, graph);
+    recap__events_emit(RECAP_EVENT_GRAPH_DESTROYED, NULL, RECAP_CAPTURE_GLOBAL, graph, NULL);
     return RECAP_OK;
 }
 
 recap_status_t recap_graph_exec_destroyed(recap_graph_exec_t exec)
 {
+    recap_status_t st = recap__events_check_caller("recap_graph_exec_destroyed");
+
+    if (st != RECAP_OK)
+        return st;
     map_drop(&execs, exec);
+    recap__events_emit(RECAP_EVENT_GRAPH_EXEC_DESTROYED, NULL, RECAP_CAPTURE_GLOBAL, NULL, exec);
     return RECAP_OK;
 }
 
@@ -243,6 +265,10 @@ recap_status_t recap_graph_will_launch(recap_graph_exec_t exec, recap_stream_t s
     size_t i;
 
     RECAP_CHECK_ARG(exec != NULL, "exec is NULL");
+    st = recap__events_check_caller("recap_graph_will_launch");
+    if (st != RECAP_OK)
+        return st;
+    recap__events_emit(RECAP_EVENT_GRAPH_WILL_LAUNCH, stream, RECAP_CAPTURE_GLOBAL, NULL, exec);
     r = map_get(&execs, exec);
     if (r == NULL)
         return RECAP_OK;
@@ -280,9 +306,12 @@ recap_status_t recap_graph_will_launch(recap_graph_exec_t exec, recap_stream_t s
 
 recap_status_t recap_graph_launch_failed(recap_graph_exec_t exec)
 {
-    recap_rng_record_t *r = map_get(&execs, exec);
+    recap_rng_record_t *r;
     size_t i;
 
+    if (recap__events_check_caller("recap_graph_launch_failed") != RECAP_OK)
+        return RECAP_ERR_STATE;
+    r = map_get(&execs, exec);
     if (r == NULL)
         return RECAP_OK;
     for (i = 0; i < r->n; i++) {

@@ -29,9 +29,27 @@ void recap__genstate_ref(recap_genstate_t *s)
 void recap__genstate_unref(recap_genstate_t *s)
 {
     if (s != NULL && __atomic_sub_fetch(&s->refs, 1, __ATOMIC_ACQ_REL) == 0) {
-        recap__slots_unregister(s);
+        if (s->fw != NULL) {
+            recap__fw_state_release(s);
+        } else {
+            recap__slots_unregister(s);
+        }
         free(s);
     }
+}
+
+recap_status_t recap__generator_new_state(recap_generator_h gen, uint64_t seed, uint64_t offset,
+                                          recap_genstate_t **s_p)
+{
+    if (gen->fw != NULL)
+        return recap__fw_new_state(gen, seed, offset, s_p);
+    *s_p = recap__genstate_new(gen->device, seed, offset);
+    return *s_p != NULL ? RECAP_OK : recap__fail(RECAP_ERR_NO_MEMORY, "generator state");
+}
+
+void recap__generator_drive(recap_generator_h gen, int delta)
+{
+    __atomic_add_fetch(&gen->drivers, delta, __ATOMIC_RELAXED);
 }
 
 recap_status_t recap_generator_create(int device, recap_generator_h *gen_p)
@@ -68,8 +86,18 @@ recap_status_t recap_generator_create(int device, recap_generator_h *gen_p)
 
 recap_status_t recap_generator_destroy(recap_generator_h gen)
 {
+    int drivers;
+
     RECAP_CHECK_ARG(gen != NULL, "generator is NULL");
+    RECAP_CHECK_NOT_IN_FRAMEWORK_OP("recap_generator_destroy");
+    drivers = __atomic_load_n(&gen->drivers, __ATOMIC_RELAXED);
+    if (drivers > 0)
+        return recap__fail(RECAP_ERR_STATE, "generator destroyed while %d tracker%s drive%s it: "
+                           "destroy the tracker%s first", drivers, drivers == 1 ? "" : "s",
+                           drivers == 1 ? "s" : "", drivers == 1 ? "" : "s");
     recap__genstate_unref(gen->state);
+    if (gen->fw != NULL)
+        recap__fw_destroy(gen);
     free(gen);
     return RECAP_OK;
 }
@@ -107,95 +135,128 @@ static void store64(uint64_t *p, uint64_t v)
  * runs anywhere in the process. */
 static int in_capture(const recap_genstate_t *gs)
 {
-    return gs->device >= 0 && recap__captures_running();
+    return gs->device >= 0 && gs->fw == NULL && recap__captures_running();
 }
 
-static void get_value(recap_genstate_t *gs, uint64_t *seed, uint64_t *offset)
+static recap_status_t get_value(recap_genstate_t *gs, uint64_t *seed, uint64_t *offset)
 {
     uint64_t rel;
 
+    if (gs->fw != NULL)
+        return recap__fw_state_get(gs, seed, offset);
     *seed = load64(&gs->seed);
     *offset = load64(&gs->offset);
     if (in_capture(gs) && recap__capture_rel_get(gs, &rel))
         *offset += rel;
+    return RECAP_OK;
 }
 
-static void set_value(recap_genstate_t *gs, uint64_t seed, uint64_t offset)
+static recap_status_t set_value(recap_genstate_t *gs, uint64_t seed, uint64_t offset)
 {
+    if (gs->fw != NULL)
+        return recap__fw_state_set(gs, seed, offset);
     if (in_capture(gs) &&
         recap__capture_rel_set(gs, offset - load64(&gs->offset), seed != load64(&gs->seed)))
-        return;
+        return RECAP_OK;
     store64(&gs->seed, seed);
     store64(&gs->offset, offset);
+    return RECAP_OK;
 }
 
-void recap__genstate_get_value(recap_genstate_t *gs, uint64_t *seed, uint64_t *offset)
+recap_status_t recap__genstate_get_value(recap_genstate_t *gs, uint64_t *seed, uint64_t *offset)
 {
-    get_value(gs, seed, offset);
+    return get_value(gs, seed, offset);
 }
 
-void recap__genstate_set_value(recap_genstate_t *gs, uint64_t seed, uint64_t offset)
+recap_status_t recap__genstate_set_value(recap_genstate_t *gs, uint64_t seed, uint64_t offset)
 {
-    set_value(gs, seed, offset);
+    return set_value(gs, seed, offset);
 }
 
-void recap__generator_get_value(recap_generator_h gen, uint64_t *seed, uint64_t *offset)
+/* A framework generator's value is the framework's current state (its value form), whichever
+ * object is installed. */
+recap_status_t recap__generator_get_value(recap_generator_h gen, uint64_t *seed, uint64_t *offset)
 {
-    get_value(lock_state(gen), seed, offset);
+    recap_status_t st;
+
+    if (gen->fw != NULL) {
+        recap__lock(&gen->lock);
+        st = recap__fw_get(gen, seed, offset);
+        recap__unlock(&gen->lock);
+        return st;
+    }
+    st = get_value(lock_state(gen), seed, offset);
     unlock_state(gen);
+    return st;
 }
 
-void recap__generator_set_value(recap_generator_h gen, uint64_t seed, uint64_t offset)
+recap_status_t recap__generator_set_value(recap_generator_h gen, uint64_t seed, uint64_t offset)
 {
-    set_value(lock_state(gen), seed, offset);
+    recap_status_t st;
+
+    if (gen->fw != NULL) {
+        recap__lock(&gen->lock);
+        st = recap__fw_set(gen, seed, offset);
+        recap__unlock(&gen->lock);
+        return st;
+    }
+    st = set_value(lock_state(gen), seed, offset);
     unlock_state(gen);
+    return st;
 }
 
-void recap__generator_exchange_value(recap_generator_h gen, uint64_t *seed, uint64_t *offset)
+recap_status_t recap__generator_exchange_value(recap_generator_h gen, uint64_t *seed,
+                                               uint64_t *offset)
 {
-    recap_genstate_t *gs = lock_state(gen);
+    recap_status_t st;
     uint64_t s, o;
 
-    get_value(gs, &s, &o);
-    set_value(gs, *seed, *offset);
-    unlock_state(gen);
-    *seed = s;
-    *offset = o;
-}
-
-recap_genstate_t *recap__generator_get_genstate(recap_generator_h gen)
-{
-    recap_genstate_t *s;
-
     recap__lock(&gen->lock);
-    s = gen->state;
-    recap__genstate_ref(s);
+    if (gen->fw != NULL) {
+        st = recap__fw_get(gen, &s, &o);
+        if (st == RECAP_OK)
+            st = recap__fw_set(gen, *seed, *offset);
+    } else {
+        get_value(gen->state, &s, &o);
+        st = set_value(gen->state, *seed, *offset);
+    }
     recap__unlock(&gen->lock);
-    return s;
+    if (st == RECAP_OK) {
+        *seed = s;
+        *offset = o;
+    }
+    return st;
 }
 
-recap_genstate_t *recap__generator_install_genstate(recap_generator_h gen, recap_genstate_t *s)
+recap_status_t recap__generator_install_genstate(recap_generator_h gen, recap_genstate_t *s,
+                                                 recap_genstate_t **old_p)
 {
     recap_genstate_t *old;
+    recap_status_t st = RECAP_OK;
 
     recap__lock(&gen->lock);
-    old = gen->state;
-    gen->state = s;
+    if (gen->fw != NULL) {
+        st = recap__fw_current(gen, &old);
+        if (st == RECAP_OK) {
+            st = recap__fw_install(gen, s);
+            if (st != RECAP_OK)
+                recap__genstate_unref(old);
+        }
+    } else {
+        old = gen->state;
+        gen->state = s;
+    }
     recap__unlock(&gen->lock);
-    return old;
-}
-
-recap_genstate_t *recap__generator_swap_genstate(recap_generator_h gen, recap_genstate_t *s)
-{
-    recap__genstate_ref(s);
-    return recap__generator_install_genstate(gen, s);
+    if (st == RECAP_OK)
+        *old_p = old;
+    return st;
 }
 
 recap_status_t recap_generator_manual_seed(recap_generator_h gen, uint64_t seed)
 {
     RECAP_CHECK_ARG(gen != NULL, "generator is NULL");
-    recap__generator_set_value(gen, seed, 0);
-    return RECAP_OK;
+    RECAP_CHECK_NOT_IN_FRAMEWORK_OP("recap_generator_manual_seed");
+    return recap__generator_set_value(gen, seed, 0);
 }
 
 recap_status_t recap_generator_seed(recap_generator_h gen, uint64_t *seed_p)
@@ -203,8 +264,8 @@ recap_status_t recap_generator_seed(recap_generator_h gen, uint64_t *seed_p)
     uint64_t offset;
 
     RECAP_CHECK_ARG(gen != NULL && seed_p != NULL, "NULL argument");
-    recap__generator_get_value(gen, seed_p, &offset);
-    return RECAP_OK;
+    RECAP_CHECK_NOT_IN_FRAMEWORK_OP("recap_generator_seed");
+    return recap__generator_get_value(gen, seed_p, &offset);
 }
 
 recap_status_t recap_generator_offset(recap_generator_h gen, uint64_t *offset_p)
@@ -212,8 +273,8 @@ recap_status_t recap_generator_offset(recap_generator_h gen, uint64_t *offset_p)
     uint64_t seed;
 
     RECAP_CHECK_ARG(gen != NULL && offset_p != NULL, "NULL argument");
-    recap__generator_get_value(gen, &seed, offset_p);
-    return RECAP_OK;
+    RECAP_CHECK_NOT_IN_FRAMEWORK_OP("recap_generator_offset");
+    return recap__generator_get_value(gen, &seed, offset_p);
 }
 
 static uint64_t load_le64(const uint8_t *p)
@@ -257,10 +318,14 @@ recap_status_t recap_generator_get_state(recap_generator_h gen, uint8_t state[RE
 {
     uint64_t seed, offset;
 
+    recap_status_t st;
+
     RECAP_CHECK_ARG(gen != NULL && state != NULL, "NULL argument");
-    recap__generator_get_value(gen, &seed, &offset);
-    recap__state_encode(seed, offset, state);
-    return RECAP_OK;
+    RECAP_CHECK_NOT_IN_FRAMEWORK_OP("recap_generator_get_state");
+    st = recap__generator_get_value(gen, &seed, &offset);
+    if (st == RECAP_OK)
+        recap__state_encode(seed, offset, state);
+    return st;
 }
 
 recap_status_t recap_generator_set_state(recap_generator_h gen,
@@ -270,10 +335,34 @@ recap_status_t recap_generator_set_state(recap_generator_h gen,
     recap_status_t st;
 
     RECAP_CHECK_ARG(gen != NULL && state != NULL, "NULL argument");
+    RECAP_CHECK_NOT_IN_FRAMEWORK_OP("recap_generator_set_state");
     st = recap__state_decode(state, &seed, &offset);
     if (st != RECAP_OK)
         return st;
-    recap__generator_set_value(gen, seed, offset);
+    return recap__generator_set_value(gen, seed, offset);
+}
+
+/* A draw from the framework's current state by value: read, advance, write back. */
+static recap_status_t draw_framework(recap_generator_h gen, uint64_t inc, recap_philox_args_t *args)
+{
+    uint64_t seed, offset;
+    recap_status_t st;
+
+    recap__lock(&gen->lock);
+    st = recap__fw_get(gen, &seed, &offset);
+    if (st == RECAP_OK && offset + inc < offset)
+        st = recap__fail(RECAP_ERR_INVALID_ARG, "offset %llu + %llu overflows 64 bits",
+                         (unsigned long long)offset, (unsigned long long)inc);
+    if (st == RECAP_OK)
+        st = recap__fw_set(gen, seed, offset + inc);
+    recap__unlock(&gen->lock);
+    if (st != RECAP_OK)
+        return st;
+    args->captured = 0;
+    args->seed = seed;
+    args->offset = offset;
+    args->seed_ptr = args->offset_ptr = NULL;
+    args->offset_intragraph = 0;
     return RECAP_OK;
 }
 
@@ -284,10 +373,18 @@ recap_status_t recap__generator_draw(recap_generator_h gen, recap_stream_t strea
     recap_genstate_t *gs;
     recap_status_t st = RECAP_OK;
 
+    RECAP_CHECK_NOT_IN_FRAMEWORK_OP("a draw");
     if (gen->device != RECAP_DEVICE_HOST) {
         st = recap__capture_of_stream((CUstream)stream, &cap);
-        if (st != RECAP_OK)
+        if (st != RECAP_OK && (gen->fw == NULL || st != RECAP_ERR_NOT_REGISTERED))
             return st;
+    }
+    if (gen->fw != NULL) {
+        if (st != RECAP_OK || cap != NULL)
+            return recap__fail(RECAP_ERR_UNSUPPORTED, "recap draws from a framework generator "
+                               "by value only, outside captures: inside a capture the "
+                               "framework's own kernels draw from it");
+        return draw_framework(gen, inc, args);
     }
     gs = lock_state(gen);
     if (cap != NULL) {
@@ -323,6 +420,9 @@ recap_status_t recap_generator_reserve(recap_generator_h gen, recap_stream_t str
                     (unsigned long long)n);
     RECAP_CHECK_ARG(gen->device != RECAP_DEVICE_HOST || stream == NULL,
                     "a host generator takes no stream");
+    if (gen->fw != NULL)
+        return recap__fail(RECAP_ERR_UNSUPPORTED, "recap_generator_reserve on a framework "
+                           "generator: its kernels draw through the framework");
     st = recap__generator_draw(gen, stream, (n + 3) & ~(uint64_t)3, &a);
     if (st != RECAP_OK)
         return st;

@@ -26,9 +26,15 @@
  * increments with an atomic add, so neither needs a lock of the state. slot_lock serializes the
  * launches' slot bookkeeping only.
  */
+struct recap__fw;
+
 typedef struct recap_genstate {
     int refs;
     int device;
+    /* A framework's state object (fw != NULL): its value lives in the framework and is read and
+     * written through fw's operations; it takes no part in recap's capture bookkeeping. */
+    const struct recap__fw *fw;
+    void *fobj;
     uint64_t seed;
     uint64_t offset;
     uint64_t slot; /* device address, 0 until primed; set once, read with acquire */
@@ -38,14 +44,23 @@ typedef struct recap_genstate {
     struct recap_genstate *reg_prev, *reg_next; /* registry of device states (priming) */
 } recap_genstate_t;
 
-/* `lock` protects which state is installed and orders draws through this generator. */
+/* `lock` protects which state is installed and orders draws through this generator. A
+ * framework generator (fw != NULL) keeps in `state` the wrapper of the object it last installed
+ * in graph-safe mode (NULL until then): the framework holds the truth. `drivers` counts the
+ * trackers driving the generator, so it is not destroyed under them. */
 struct recap_generator {
     int device;
     recap_lock_t lock;
     recap_genstate_t *state;
+    struct recap__fw *fw;
+    int drivers;
 };
 
 recap_genstate_t *recap__genstate_new(int device, uint64_t seed, uint64_t offset);
+/* A new state object for the generator: recap's own kind, or a framework object (created through
+ * the framework's table) with that value. */
+recap_status_t recap__generator_new_state(recap_generator_h gen, uint64_t seed, uint64_t offset,
+                                          recap_genstate_t **s_p);
 void recap__genstate_ref(recap_genstate_t *s);
 void recap__genstate_unref(recap_genstate_t *s);
 
@@ -54,22 +69,24 @@ void recap__genstate_unref(recap_genstate_t *s);
  * host offset plus the offset relative to the capture), so snapshots and forks inside a capture
  * save and restore capture-relative offsets; a seed change there cannot be replayed and marks
  * the capture as failed (recap_capture_ended reports it). */
-void recap__genstate_get_value(recap_genstate_t *gs, uint64_t *seed, uint64_t *offset);
-void recap__genstate_set_value(recap_genstate_t *gs, uint64_t seed, uint64_t offset);
-void recap__generator_get_value(recap_generator_h gen, uint64_t *seed, uint64_t *offset);
-void recap__generator_set_value(recap_generator_h gen, uint64_t seed, uint64_t offset);
+/* Value accessors fail only for framework states and generators (the framework's operation
+ * failed); outputs are written on success only. */
+recap_status_t recap__genstate_get_value(recap_genstate_t *gs, uint64_t *seed, uint64_t *offset);
+recap_status_t recap__genstate_set_value(recap_genstate_t *gs, uint64_t seed, uint64_t offset);
+recap_status_t recap__generator_get_value(recap_generator_h gen, uint64_t *seed, uint64_t *offset);
+recap_status_t recap__generator_set_value(recap_generator_h gen, uint64_t seed, uint64_t offset);
 /* Installs (*seed, *offset) and returns the previous value in them, under one lock acquisition:
- * a tracker fork/unfork is exactly this, on every layer of a training step. */
-void recap__generator_exchange_value(recap_generator_h gen, uint64_t *seed, uint64_t *offset);
+ * a tracker fork/unfork is exactly this, on every layer of a training step. On failure nothing
+ * changed. */
+recap_status_t recap__generator_exchange_value(recap_generator_h gen, uint64_t *seed,
+                                               uint64_t *offset);
 
-/* Graph-safe access: returns the installed state object with a reference the caller owns /
- * installs `s` (taking a reference) and returns the previous one (its reference moves to the
- * caller). */
-recap_genstate_t *recap__generator_get_genstate(recap_generator_h gen);
-recap_genstate_t *recap__generator_swap_genstate(recap_generator_h gen, recap_genstate_t *s);
-/* Like swap, but takes over the caller's reference to `s` instead of taking one: a fork frame
- * giving its saved state back needs no reference count traffic. */
-recap_genstate_t *recap__generator_install_genstate(recap_generator_h gen, recap_genstate_t *s);
+/* Graph-safe access. install takes over the caller's reference to `s` and hands back the state
+ * installed before it (*old_p, whose reference moves to the caller); on failure the caller keeps
+ * its reference and nothing changed. For a framework generator the state "installed before" is
+ * what the framework reports as current, which may be an object recap did not install. */
+recap_status_t recap__generator_install_genstate(recap_generator_h gen, recap_genstate_t *s,
+                                                 recap_genstate_t **old_p);
 
 /* Validates a 16-byte state and decodes it. */
 recap_status_t recap__state_decode(const uint8_t state[RECAP_STATE_BYTES], uint64_t *seed,
@@ -81,5 +98,34 @@ void recap__state_encode(uint64_t seed, uint64_t offset, uint8_t state[RECAP_STA
  * one (the capture-relative offset advances). */
 recap_status_t recap__generator_draw(recap_generator_h gen, recap_stream_t stream, uint64_t inc,
                                      recap_philox_args_t *args);
+
+/* Framework generators (rng/framework.c). */
+recap_status_t recap__fw_state_get(recap_genstate_t *gs, uint64_t *seed, uint64_t *offset);
+recap_status_t recap__fw_state_set(recap_genstate_t *gs, uint64_t seed, uint64_t offset);
+void recap__fw_state_release(recap_genstate_t *gs);
+recap_status_t recap__fw_get(recap_generator_h gen, uint64_t *seed, uint64_t *offset);
+recap_status_t recap__fw_set(recap_generator_h gen, uint64_t seed, uint64_t offset);
+recap_status_t recap__fw_new_state(recap_generator_h gen, uint64_t seed, uint64_t offset,
+                                   recap_genstate_t **s_p);
+/* With the generator's lock held: the framework's current object as a state (reusing
+ * gen->state when it is that object) and installing one. */
+recap_status_t recap__fw_current(recap_generator_h gen, recap_genstate_t **s_p);
+recap_status_t recap__fw_install(recap_generator_h gen, recap_genstate_t *s);
+int recap__fw_graph_safe(const recap_generator_h gen);
+void recap__fw_destroy(recap_generator_h gen);
+
+/* Whether the calling thread is inside a framework operation recap called: recap's tracker,
+ * snapshot and generator calls made from there would wait on locks the thread holds, so they
+ * fail with RECAP_ERR_STATE instead. */
+int recap__fw_in_op(void);
+#define RECAP_CHECK_NOT_IN_FRAMEWORK_OP(what)                                                 \
+    do {                                                                                     \
+        if (recap__fw_in_op())                                                               \
+            return recap__fail(RECAP_ERR_STATE, "%s called from inside a framework generator " \
+                               "operation (recap holds the locks it would take)", (what));   \
+    } while (0)
+
+/* Trackers driving a generator (destroy refuses while any does). */
+void recap__generator_drive(recap_generator_h gen, int delta);
 
 #endif

@@ -20,7 +20,7 @@ recap_status_t recap_state_to_graph_safe(recap_tracker_h tracker,
     st = recap_generator_create(tracker->device, &gen);
     if (st != RECAP_OK)
         return st;
-    recap__generator_set_value(gen, seed, offset);
+    recap__generator_set_value(gen, seed, offset); /* recap's own: cannot fail */
     *gen_p = gen;
     return RECAP_OK;
 }

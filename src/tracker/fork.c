@@ -21,17 +21,25 @@ static recap_status_t grow_frames(recap_tracker_h t)
     return RECAP_OK;
 }
 
-/* The outer state's progress goes to its slot (a named outer) or to the frame (the default). */
-static void fork_value(recap_tracker_h t, recap__frame_t *f, int i)
+/* The outer state's progress goes to its slot (a named outer) or to the frame (the default).
+ * On failure (a framework's operation) nothing changed. */
+static recap_status_t fork_value(recap_tracker_h t, recap__frame_t *f, int i)
 {
     uint64_t seed = t->slots[i]->e.seed, offset = t->slots[i]->e.offset;
+    recap_status_t st;
 
     if (i == t->current) {
         /* Its slot is stale; its progress is in the generator, which keeps drawing it. */
-        recap__generator_get_value(t->gen, &t->slots[i]->e.seed, &t->slots[i]->e.offset);
-        return;
+        st = recap__generator_get_value(t->gen, &seed, &offset);
+        if (st == RECAP_OK) {
+            t->slots[i]->e.seed = seed;
+            t->slots[i]->e.offset = offset;
+        }
+        return st;
     }
-    recap__generator_exchange_value(t->gen, &seed, &offset);
+    st = recap__generator_exchange_value(t->gen, &seed, &offset);
+    if (st != RECAP_OK)
+        return st;
     if (t->current >= 0) {
         t->slots[t->current]->e.seed = seed;
         t->slots[t->current]->e.offset = offset;
@@ -39,6 +47,7 @@ static void fork_value(recap_tracker_h t, recap__frame_t *f, int i)
         f->seed = seed;
         f->offset = offset;
     }
+    return RECAP_OK;
 }
 
 /* A reference to the slot's object for the generator to hold: a spare one when there is. */
@@ -49,6 +58,12 @@ static recap_genstate_t *lend(recap__slot_t *s)
     else
         recap__genstate_ref(s->obj);
     return s->obj;
+}
+
+/* Gives back a reference lend handed out and nobody used. */
+static void unlend(recap__slot_t *s)
+{
+    s->spare++;
 }
 
 /* Takes over a reference to `obj` as the slot's object. */
@@ -64,25 +79,33 @@ static void keep_object(recap__slot_t *s, recap_genstate_t *obj)
 
 /* The frame keeps the outer object with the generator's reference to it, so the unfork can
  * hand it back without reference counting. */
-static void fork_object(recap_tracker_h t, recap__frame_t *f, int i)
+static recap_status_t fork_object(recap_tracker_h t, recap__frame_t *f, int i)
 {
-    recap_genstate_t *old = recap__generator_install_genstate(t->gen, lend(t->slots[i]));
+    recap_genstate_t *old;
+    recap_status_t st = recap__generator_install_genstate(t->gen, lend(t->slots[i]), &old);
 
+    if (st != RECAP_OK) {
+        unlend(t->slots[i]);
+        return st;
+    }
     f->saved = old;
     if (t->current >= 0 && t->slots[t->current]->obj != old) {
         /* Someone installed another object meanwhile: it is what the outer state is now. */
         recap__genstate_ref(old);
         keep_object(t->slots[t->current], old);
     }
+    return RECAP_OK;
 }
 
 recap_status_t recap_tracker_fork(recap_tracker_h tracker, const char *name,
                                   recap_fork_token_t *token_p)
 {
     recap__frame_t *f;
+    recap_status_t st;
     int i = -1;
 
     RECAP_CHECK_ARG(tracker != NULL && name != NULL && token_p != NULL, "NULL argument");
+    RECAP_CHECK_NOT_IN_FRAMEWORK_OP("recap_tracker_fork");
     recap__lock(&tracker->lock);
     if (tracker->depth == tracker->frames_cap && grow_frames(tracker) != RECAP_OK) {
         recap__unlock(&tracker->lock);
@@ -97,9 +120,13 @@ recap_status_t recap_tracker_fork(recap_tracker_h tracker, const char *name,
                                RECAP_NAME_MAX, name);
         }
         if (tracker->flags & RECAP_TRACKER_GRAPH_SAFE)
-            fork_object(tracker, f, i);
+            st = fork_object(tracker, f, i);
         else
-            fork_value(tracker, f, i);
+            st = fork_value(tracker, f, i);
+        if (st != RECAP_OK) {
+            recap__unlock(&tracker->lock);
+            return st;
+        }
     }
     f->slot = i;
     f->outer = tracker->current;
@@ -114,14 +141,19 @@ recap_status_t recap_tracker_fork(recap_tracker_h tracker, const char *name,
 
 /* The advanced state goes to the fork's slot; the outer one is re-read after that, from its
  * slot when named, since a nested fork of the same name may have advanced it. */
-static void unfork_value(recap_tracker_h t, const recap__frame_t *f)
+static recap_status_t unfork_value(recap_tracker_h t, const recap__frame_t *f)
 {
     recap__slot_t *s = t->slots[f->slot];
     uint64_t seed, offset;
+    recap_status_t st;
 
     if (f->outer == f->slot) {
-        recap__generator_get_value(t->gen, &s->e.seed, &s->e.offset);
-        return;
+        st = recap__generator_get_value(t->gen, &seed, &offset);
+        if (st == RECAP_OK) {
+            s->e.seed = seed;
+            s->e.offset = offset;
+        }
+        return st;
     }
     if (f->outer >= 0) {
         seed = t->slots[f->outer]->e.seed;
@@ -130,34 +162,50 @@ static void unfork_value(recap_tracker_h t, const recap__frame_t *f)
         seed = f->seed;
         offset = f->offset;
     }
-    recap__generator_exchange_value(t->gen, &seed, &offset);
+    st = recap__generator_exchange_value(t->gen, &seed, &offset);
+    if (st != RECAP_OK)
+        return st;
     s->e.seed = seed;
     s->e.offset = offset;
+    return RECAP_OK;
 }
 
 /* The generator's reference to the advanced object goes to its slot, the frame's to the outer
  * state back to the generator. */
-static void unfork_object(recap_tracker_h t, const recap__frame_t *f)
+static recap_status_t unfork_object(recap_tracker_h t, const recap__frame_t *f)
 {
     recap__slot_t *s = t->slots[f->slot];
+    recap_genstate_t *old;
+    recap_status_t st;
 
     if (f->outer == f->slot) {
         /* The same object stays installed; the frame's reference is the slot's again. */
         keep_object(s, f->saved);
     } else if (f->outer < 0 || t->slots[f->outer]->obj == f->saved) {
-        keep_object(s, recap__generator_install_genstate(t->gen, f->saved));
+        st = recap__generator_install_genstate(t->gen, f->saved, &old);
+        if (st != RECAP_OK)
+            return st;
+        keep_object(s, old);
     } else {
-        keep_object(s, recap__generator_install_genstate(t->gen, lend(t->slots[f->outer])));
+        st = recap__generator_install_genstate(t->gen, lend(t->slots[f->outer]), &old);
+        if (st != RECAP_OK) {
+            unlend(t->slots[f->outer]);
+            return st;
+        }
+        keep_object(s, old);
         recap__genstate_unref(f->saved);
     }
+    return RECAP_OK;
 }
 
 recap_status_t recap_tracker_unfork(recap_tracker_h tracker, recap_fork_token_t token)
 {
     const recap__frame_t *f;
+    recap_status_t st = RECAP_OK;
     size_t depth;
 
     RECAP_CHECK_ARG(tracker != NULL, "tracker is NULL");
+    RECAP_CHECK_NOT_IN_FRAMEWORK_OP("recap_tracker_unfork");
     recap__lock(&tracker->lock);
     depth = tracker->depth;
     if (depth == 0 || tracker->frames[depth - 1].token != token) {
@@ -171,12 +219,16 @@ recap_status_t recap_tracker_unfork(recap_tracker_h tracker, recap_fork_token_t 
     f = &tracker->frames[depth - 1];
     if (f->slot >= 0) {
         if (tracker->flags & RECAP_TRACKER_GRAPH_SAFE)
-            unfork_object(tracker, f);
+            st = unfork_object(tracker, f);
         else
-            unfork_value(tracker, f);
-        tracker->current = f->outer;
+            st = unfork_value(tracker, f);
+        if (st == RECAP_OK)
+            tracker->current = f->outer;
     }
-    tracker->depth = depth - 1;
+    /* A framework that failed to take the outer state back leaves the fork open: the caller
+     * may retry, and nothing is lost. */
+    if (st == RECAP_OK)
+        tracker->depth = depth - 1;
     recap__unlock(&tracker->lock);
-    return RECAP_OK;
+    return st;
 }

@@ -24,7 +24,9 @@ void recap__map_free(recap__map_t *m)
         free(m->slots[i]);
     }
     free(m->slots);
+    free(m->writes);
     m->slots = NULL;
+    m->writes = NULL;
     m->n = m->cap = 0;
 }
 
@@ -45,14 +47,21 @@ recap_status_t recap__map_prepare(recap_tracker_h t, const recap__entry_t *e, si
     int graph_safe = (t->flags & RECAP_TRACKER_GRAPH_SAFE) != 0;
     size_t i;
 
+    recap_status_t st = RECAP_OK;
+
     m->n = 0;
     m->cap = n;
     m->slots = NULL;
+    m->writes = malloc((n + 2) * sizeof(*m->writes));
+    if (m->writes == NULL)
+        return recap__fail(RECAP_ERR_NO_MEMORY, "tracker states");
     if (n == 0)
         return RECAP_OK;
     m->slots = malloc(n * sizeof(*m->slots));
-    if (m->slots == NULL)
+    if (m->slots == NULL) {
+        recap__map_free(m);
         return recap__fail(RECAP_ERR_NO_MEMORY, "tracker states");
+    }
     for (i = 0; i < n; i++) {
         recap__slot_t *s = malloc(sizeof(*s));
         if (s == NULL)
@@ -62,14 +71,14 @@ recap_status_t recap__map_prepare(recap_tracker_h t, const recap__entry_t *e, si
         s->spare = 0;
         m->slots[m->n++] = s;
         if (graph_safe && !has_name(t, s->e.name)) {
-            s->obj = recap__genstate_new(t->device, e[i].seed, e[i].offset);
-            if (s->obj == NULL)
+            st = recap__generator_new_state(t->gen, e[i].seed, e[i].offset, &s->obj);
+            if (st != RECAP_OK)
                 break;
         }
     }
     if (i < n) {
         recap__map_free(m);
-        return recap__fail(RECAP_ERR_NO_MEMORY, "tracker states");
+        return st != RECAP_OK ? st : recap__fail(RECAP_ERR_NO_MEMORY, "tracker states");
     }
     return RECAP_OK;
 }
@@ -82,13 +91,45 @@ recap_status_t recap__map_complete(recap_tracker_h t, recap__map_t *m)
         return RECAP_OK;
     for (i = 0; i < m->n; i++) {
         recap__slot_t *s = m->slots[i];
+        recap_status_t st;
+
         if (s->obj != NULL || recap__tracker_find(t, s->e.name) >= 0)
             continue;
-        s->obj = recap__genstate_new(t->device, s->e.seed, s->e.offset);
-        if (s->obj == NULL)
-            return recap__fail(RECAP_ERR_NO_MEMORY, "tracker state");
+        st = recap__generator_new_state(t->gen, s->e.seed, s->e.offset, &s->obj);
+        if (st != RECAP_OK)
+            return st;
     }
     return RECAP_OK;
+}
+
+/* The writes a replacement makes before it commits: the new values of names whose objects stay
+ * (graph-safe trackers), then the generators'. */
+static size_t plan_writes(recap_tracker_h t, recap__map_t *m, const recap__gen_values_t *gv)
+{
+    size_t i, k = 0;
+
+    for (i = 0; (t->flags & RECAP_TRACKER_GRAPH_SAFE) && i < m->n; i++) {
+        int j = recap__tracker_find(t, m->slots[i]->e.name);
+        if (j < 0)
+            continue;
+        /* No fork is open, so no slot object is installed in the generator. */
+        m->writes[k].obj = t->slots[j]->obj;
+        m->writes[k].seed = m->slots[i]->e.seed;
+        m->writes[k++].offset = m->slots[i]->e.offset;
+    }
+    if (gv != NULL && gv->set_gen) {
+        m->writes[k].obj = NULL;
+        m->writes[k].gen = t->gen;
+        m->writes[k].seed = gv->gen_seed;
+        m->writes[k++].offset = gv->gen_offset;
+    }
+    if (gv != NULL && gv->set_host && t->host_gen != NULL) {
+        m->writes[k].obj = NULL;
+        m->writes[k].gen = t->host_gen;
+        m->writes[k].seed = gv->host_seed;
+        m->writes[k++].offset = gv->host_offset;
+    }
+    return k;
 }
 
 /* A name kept across the replacement moves its object (and spare references) to the new slot;
@@ -101,6 +142,7 @@ static void adopt_objects(recap_tracker_h t, recap__map_t *m)
         recap__slot_t *s = m->slots[i], *old;
         recap_genstate_t *unused = s->obj;
         int j = recap__tracker_find(t, s->e.name);
+
         if (j < 0)
             continue;
         old = t->slots[j];
@@ -108,17 +150,18 @@ static void adopt_objects(recap_tracker_h t, recap__map_t *m)
         s->spare = old->spare;
         old->obj = unused;
         old->spare = 0;
-        /* No fork is open, so no slot object is installed in the generator. */
-        recap__genstate_set_value(s->obj, s->e.seed, s->e.offset);
     }
 }
 
-recap_status_t recap__map_commit(recap_tracker_h t, recap__map_t *m)
+recap_status_t recap__map_commit(recap_tracker_h t, recap__map_t *m,
+                                 const recap__gen_values_t *gv)
 {
     recap__slot_t **slots = t->slots;
     size_t n = t->nslots, cap = t->slots_cap;
     recap_status_t st = recap__map_complete(t, m);
 
+    if (st == RECAP_OK)
+        st = recap__writes_apply(m->writes, plan_writes(t, m, gv));
     if (st != RECAP_OK)
         return st;
     if (t->flags & RECAP_TRACKER_GRAPH_SAFE)
@@ -135,7 +178,8 @@ recap_status_t recap__map_commit(recap_tracker_h t, recap__map_t *m)
 }
 
 recap_status_t recap__tracker_replace(recap_tracker_h t, const recap__entry_t *e, size_t n,
-                                      recap__then_fn then, void *arg, const char *what)
+                                      const recap__gen_values_t *gv, recap__then_fn then,
+                                      void *arg, const char *what)
 {
     recap__map_t m;
     recap_status_t st = recap__map_prepare(t, e, n, &m);
@@ -146,7 +190,7 @@ recap_status_t recap__tracker_replace(recap_tracker_h t, const recap__entry_t *e
     recap__lock(&t->lock);
     depth = t->depth;
     if (depth == 0)
-        st = recap__map_commit(t, &m);
+        st = recap__map_commit(t, &m, gv);
     if (depth == 0 && st == RECAP_OK)
         then(t, arg);
     recap__unlock(&t->lock);

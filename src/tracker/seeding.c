@@ -89,18 +89,19 @@ static void record_seeds(recap_tracker_h t, void *arg)
         t->seeds[i] = s->e[i].seed; /* seeds_cap starts at RECAP__INITIAL_CAP >= MAX_SEEDED */
     t->nseeds = s->n;
     t->initialized = s->n > 0;
-    recap__generator_set_value(t->gen, s->seed, 0);
 }
 
 recap_status_t recap_tracker_seed_parallel(recap_tracker_h tracker, int64_t seed,
                                            const recap_parallel_ranks_t *ranks)
 {
     recap__entry_t e[MAX_SEEDED];
+    recap__gen_values_t gv = {0};
     recap_status_t st;
     seeded_t s;
     size_t n;
 
     RECAP_CHECK_ARG(tracker != NULL && ranks != NULL, "NULL argument");
+    RECAP_CHECK_NOT_IN_FRAMEWORK_OP("recap_tracker_seed_parallel");
     RECAP_CHECK_ARG(seed > 0, "seed %lld: seeds must be > 0", (long long)seed);
     st = check_ranks(ranks);
     if (st != RECAP_OK)
@@ -115,5 +116,8 @@ recap_status_t recap_tracker_seed_parallel(recap_tracker_h tracker, int64_t seed
     s.seed = (uint64_t)seed;
     s.e = e;
     s.n = n;
-    return recap__tracker_replace(tracker, e, n, record_seeds, &s, "seeding (which resets)");
+    /* The generator is seeded in the same all-or-nothing step as the map. */
+    gv.set_gen = 1;
+    gv.gen_seed = (uint64_t)seed;
+    return recap__tracker_replace(tracker, e, n, &gv, record_seeds, &s, "seeding (which resets)");
 }

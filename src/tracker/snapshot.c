@@ -46,27 +46,36 @@ static recap_status_t snap_reserve(recap_snapshot_h s, size_t n)
     return RECAP_OK;
 }
 
-/* Called with the tracker's lock held and room for every state. */
-static void take_locked(recap_tracker_h t, recap_snapshot_h s)
+/* Called with the tracker's lock held and room for every state. A framework's failure to be
+ * read leaves the snapshot invalid (never half of one state and half of another). */
+static recap_status_t take_locked(recap_tracker_h t, recap_snapshot_h s)
 {
     int names_known = s->valid && s->layout == t->layout;
+    recap_status_t st = RECAP_OK;
     size_t i;
 
-    for (i = 0; i < t->nslots; i++) {
+    for (i = 0; i < t->nslots && st == RECAP_OK; i++) {
         if (!names_known)
             s->e[i] = t->slots[i]->e;
-        recap__slot_get(t, i, &s->e[i].seed, &s->e[i].offset);
+        st = recap__slot_get(t, i, &s->e[i].seed, &s->e[i].offset);
+    }
+    if (st == RECAP_OK)
+        st = recap__generator_get_value(t->gen, &s->gen_seed, &s->gen_offset);
+    s->host_seed = s->host_offset = 0;
+    if (st == RECAP_OK && t->host_gen != NULL)
+        st = recap__generator_get_value(t->host_gen, &s->host_seed, &s->host_offset);
+    if (st != RECAP_OK) {
+        s->valid = 0;
+        s->layout = 0;
+        return st;
     }
     s->n = t->nslots;
     s->layout = t->layout;
-    recap__generator_get_value(t->gen, &s->gen_seed, &s->gen_offset);
     s->flags = t->initialized ? RECAP__SNAP_INITIALIZED : 0;
-    s->host_seed = s->host_offset = 0;
-    if (t->host_gen != NULL) {
-        recap__generator_get_value(t->host_gen, &s->host_seed, &s->host_offset);
+    if (t->host_gen != NULL)
         s->flags |= RECAP__SNAP_HAS_HOST;
-    }
     s->valid = 1;
+    return RECAP_OK;
 }
 
 recap_status_t recap_snapshot_take(recap_tracker_h tracker, recap_snapshot_h snap)
@@ -75,6 +84,7 @@ recap_status_t recap_snapshot_take(recap_tracker_h tracker, recap_snapshot_h sna
     size_t n;
 
     RECAP_CHECK_ARG(tracker != NULL && snap != NULL, "NULL argument");
+    RECAP_CHECK_NOT_IN_FRAMEWORK_OP("recap_snapshot_take");
     /* Grow outside the lock; an add in between makes us look again. */
     for (;;) {
         recap__lock(&tracker->lock);
@@ -86,9 +96,9 @@ recap_status_t recap_snapshot_take(recap_tracker_h tracker, recap_snapshot_h sna
         if (st != RECAP_OK)
             return st;
     }
-    take_locked(tracker, snap);
+    st = take_locked(tracker, snap);
     recap__unlock(&tracker->lock);
-    return RECAP_OK;
+    return st;
 }
 
 /* Same names in the same order: the snapshot's values can go into the tracker's slots. */
@@ -112,13 +122,14 @@ static int names_fit(recap_tracker_h t, recap_snapshot_h s)
 /* Under the tracker's lock. In graph-safe mode the values go into the existing objects, so a
  * captured graph's objects stay the ones it refers to. The generator is written last: inside a
  * fork its object is the current slot's, and the generator's value is what the snapshot says the
- * generator held. */
+ * generator held. recap's own states take any value; this is the path with no allocation. */
 static void write_values(recap_tracker_h t, const struct recap_snapshot *s)
 {
     size_t i;
 
     for (i = 0; i < s->n; i++) {
         recap__slot_t *slot = t->slots[i];
+
         if (slot->obj == NULL) {
             slot->e.seed = s->e[i].seed;
             slot->e.offset = s->e[i].offset;
@@ -132,20 +143,64 @@ static void write_values(recap_tracker_h t, const struct recap_snapshot *s)
     t->initialized = (s->flags & RECAP__SNAP_INITIALIZED) != 0;
 }
 
-/* After the map is replaced with the snapshot's names (which needs every fork closed). */
+/* The same with a framework's generator, whose writes may fail: the object and generator writes
+ * go first, all or nothing, then the tracker's own slots. */
+static recap_status_t write_values_framework(recap_tracker_h t, const struct recap_snapshot *s)
+{
+    recap__write_t *w = malloc((s->n + 2) * sizeof(*w));
+    recap_status_t st;
+    size_t i, k = 0;
+
+    if (w == NULL)
+        return recap__fail(RECAP_ERR_NO_MEMORY, "snapshot restore");
+    for (i = 0; i < s->n; i++) {
+        if (t->slots[i]->obj == NULL || (int)i == t->current)
+            continue;
+        w[k].obj = t->slots[i]->obj;
+        w[k].seed = s->e[i].seed;
+        w[k++].offset = s->e[i].offset;
+    }
+    w[k].obj = NULL;
+    w[k].gen = t->gen;
+    w[k].seed = s->gen_seed;
+    w[k++].offset = s->gen_offset;
+    if (t->host_gen != NULL) {
+        w[k].obj = NULL;
+        w[k].gen = t->host_gen;
+        w[k].seed = s->host_seed;
+        w[k++].offset = s->host_offset;
+    }
+    st = recap__writes_apply(w, k);
+    free(w);
+    if (st != RECAP_OK)
+        return st;
+    for (i = 0; i < s->n; i++) {
+        if (t->slots[i]->obj == NULL) {
+            t->slots[i]->e.seed = s->e[i].seed;
+            t->slots[i]->e.offset = s->e[i].offset;
+        }
+    }
+    t->initialized = (s->flags & RECAP__SNAP_INITIALIZED) != 0;
+    return RECAP_OK;
+}
+
+/* After the map is replaced with the snapshot's names (which needs every fork closed): the
+ * values went in with the map and the generators' with it (recap__tracker_replace). */
 static void restore_replaced(recap_tracker_h t, void *arg)
 {
     recap_snapshot_h s = arg;
 
     s->layout = t->layout;
-    write_values(t, s);
+    t->initialized = (s->flags & RECAP__SNAP_INITIALIZED) != 0;
 }
 
 recap_status_t recap_snapshot_restore(recap_tracker_h tracker, recap_snapshot_h snap)
 {
+    recap__gen_values_t gv = {0};
     int has_host;
 
     RECAP_CHECK_ARG(tracker != NULL && snap != NULL, "NULL argument");
+    RECAP_CHECK_NOT_IN_FRAMEWORK_OP("recap_snapshot_restore");
     if (!snap->valid)
         return recap__fail(RECAP_ERR_STATE, "restore of a snapshot never taken or deserialized");
     has_host = (snap->flags & RECAP__SNAP_HAS_HOST) != 0;
@@ -155,11 +210,21 @@ recap_status_t recap_snapshot_restore(recap_tracker_h tracker, recap_snapshot_h 
                            tracker->host_gen ? "has" : "has no");
     recap__lock(&tracker->lock);
     if (names_fit(tracker, snap)) {
-        write_values(tracker, snap);
+        recap_status_t st = RECAP_OK;
+
+        if (recap__tracker_has_framework(tracker))
+            st = write_values_framework(tracker, snap);
+        else
+            write_values(tracker, snap);
         recap__unlock(&tracker->lock);
-        return RECAP_OK;
+        return st;
     }
     recap__unlock(&tracker->lock);
-    return recap__tracker_replace(tracker, snap->e, snap->n, restore_replaced, snap,
+    gv.set_gen = gv.set_host = 1;
+    gv.gen_seed = snap->gen_seed;
+    gv.gen_offset = snap->gen_offset;
+    gv.host_seed = snap->host_seed;
+    gv.host_offset = snap->host_offset;
+    return recap__tracker_replace(tracker, snap->e, snap->n, &gv, restore_replaced, snap,
                                   "restore of a snapshot of other states");
 }

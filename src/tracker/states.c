@@ -24,10 +24,12 @@ static recap_states_h states_alloc(size_t n)
 
 recap_status_t recap_tracker_get_states(recap_tracker_h tracker, recap_states_h *states_p)
 {
+    recap_status_t st = RECAP_OK;
     recap_states_h s;
     size_t i, n;
 
     RECAP_CHECK_ARG(tracker != NULL && states_p != NULL, "NULL argument");
+    RECAP_CHECK_NOT_IN_FRAMEWORK_OP("recap_tracker_get_states");
     /* Allocate outside the lock; an add in between makes us try again. */
     for (;;) {
         n = __atomic_load_n(&tracker->nslots, __ATOMIC_RELAXED);
@@ -41,11 +43,15 @@ recap_status_t recap_tracker_get_states(recap_tracker_h tracker, recap_states_h 
         recap_states_free(s);
     }
     s->n = tracker->nslots;
-    for (i = 0; i < s->n; i++) {
+    for (i = 0; i < s->n && st == RECAP_OK; i++) {
         s->e[i] = tracker->slots[i]->e;
-        recap__slot_get(tracker, i, &s->e[i].seed, &s->e[i].offset);
+        st = recap__slot_get(tracker, i, &s->e[i].seed, &s->e[i].offset);
     }
     recap__unlock(&tracker->lock);
+    if (st != RECAP_OK) {
+        recap_states_free(s);
+        return st;
+    }
     *states_p = s;
     return RECAP_OK;
 }
@@ -59,9 +65,10 @@ static void mark_initialized(recap_tracker_h t, void *arg)
 recap_status_t recap_tracker_set_states(recap_tracker_h tracker, recap_states_h states)
 {
     RECAP_CHECK_ARG(tracker != NULL && states != NULL, "NULL argument");
+    RECAP_CHECK_NOT_IN_FRAMEWORK_OP("recap_tracker_set_states");
     if (tracker->flags & RECAP_TRACKER_INFERENCE)
         return RECAP_OK;
-    return recap__tracker_replace(tracker, states->e, states->n, mark_initialized, NULL,
+    return recap__tracker_replace(tracker, states->e, states->n, NULL, mark_initialized, NULL,
                                   "set_states");
 }
 

@@ -58,18 +58,18 @@ int recap__tracker_find(recap_tracker_h t, const char *name)
     return -1;
 }
 
-void recap__slot_get(recap_tracker_h t, size_t i, uint64_t *seed, uint64_t *offset)
+recap_status_t recap__slot_get(recap_tracker_h t, size_t i, uint64_t *seed, uint64_t *offset)
 {
     const recap__slot_t *s = t->slots[i];
 
     if (s->obj == NULL) {
         *seed = s->e.seed;
         *offset = s->e.offset;
-    } else {
-        /* Under the state's own lock (draws through the generator advance it), and
-         * capture-relative inside a capture. */
-        recap__genstate_get_value(s->obj, seed, offset);
+        return RECAP_OK;
     }
+    /* Atomic reads (draws through the generator advance it), capture-relative inside a
+     * capture; a framework's object is read through its operations. */
+    return recap__genstate_get_value(s->obj, seed, offset);
 }
 
 static recap_status_t tracker_alloc(const recap_tracker_params_t *p, recap_tracker_h *t_p)
@@ -106,6 +106,15 @@ recap_status_t recap_tracker_create(const recap_tracker_params_t *params, recap_
     RECAP_CHECK_ARG((params->flags & ~(uint32_t)(RECAP_TRACKER_GRAPH_SAFE |
                                                  RECAP_TRACKER_INFERENCE)) == 0,
                     "unknown tracker flags 0x%x", (unsigned)params->flags);
+    RECAP_CHECK_ARG(params->generator == NULL || params->generator->fw == NULL ||
+                    !(params->flags & RECAP_TRACKER_GRAPH_SAFE) ||
+                    recap__fw_graph_safe(params->generator),
+                    "a graph-safe tracker needs the graph-safe form of the framework generator's "
+                    "operations (state_clone .. state_release)");
+    RECAP_CHECK_ARG(params->host_generator == NULL ||
+                    params->host_generator != params->generator,
+                    "the same generator as generator and host_generator");
+    RECAP_CHECK_NOT_IN_FRAMEWORK_OP("recap_tracker_create");
     st = tracker_alloc(params, &t);
     if (st != RECAP_OK)
         return st;
@@ -123,6 +132,9 @@ recap_status_t recap_tracker_create(const recap_tracker_params_t *params, recap_
     }
     t->device = t->gen->device;
     t->host_gen = params->host_generator;
+    recap__generator_drive(t->gen, 1);
+    if (t->host_gen != NULL)
+        recap__generator_drive(t->host_gen, 1);
     *tracker_p = t;
     return RECAP_OK;
 }
@@ -132,6 +144,7 @@ recap_status_t recap_tracker_destroy(recap_tracker_h tracker)
     recap__map_t m = {0};
 
     RECAP_CHECK_ARG(tracker != NULL, "tracker is NULL");
+    RECAP_CHECK_NOT_IN_FRAMEWORK_OP("recap_tracker_destroy");
     recap__lock(&tracker->lock);
     if (tracker->depth > 0) {
         size_t depth = tracker->depth;
@@ -143,6 +156,9 @@ recap_status_t recap_tracker_destroy(recap_tracker_h tracker)
     m.slots = tracker->slots;
     m.n = tracker->nslots;
     recap__map_free(&m);
+    recap__generator_drive(tracker->gen, -1);
+    if (tracker->host_gen != NULL)
+        recap__generator_drive(tracker->host_gen, -1);
     if (tracker->owns_gen)
         recap_generator_destroy(tracker->gen);
     free(tracker->seeds);
@@ -160,12 +176,14 @@ static void forget_seeds(recap_tracker_h t, void *arg)
 recap_status_t recap_tracker_reset(recap_tracker_h tracker)
 {
     RECAP_CHECK_ARG(tracker != NULL, "tracker is NULL");
-    return recap__tracker_replace(tracker, NULL, 0, forget_seeds, NULL, "reset");
+    RECAP_CHECK_NOT_IN_FRAMEWORK_OP("recap_tracker_reset");
+    return recap__tracker_replace(tracker, NULL, 0, NULL, forget_seeds, NULL, "reset");
 }
 
 recap_status_t recap_tracker_is_initialized(recap_tracker_h tracker, int *initialized_p)
 {
     RECAP_CHECK_ARG(tracker != NULL && initialized_p != NULL, "NULL argument");
+    RECAP_CHECK_NOT_IN_FRAMEWORK_OP("recap_tracker_is_initialized");
     recap__lock(&tracker->lock);
     *initialized_p = tracker->initialized;
     recap__unlock(&tracker->lock);
@@ -189,6 +207,7 @@ recap_status_t recap_tracker_generator(recap_tracker_h tracker, recap_generator_
 recap_status_t recap_tracker_current_name(recap_tracker_h tracker, const char **name_p)
 {
     RECAP_CHECK_ARG(tracker != NULL && name_p != NULL, "NULL argument");
+    RECAP_CHECK_NOT_IN_FRAMEWORK_OP("recap_tracker_current_name");
     recap__lock(&tracker->lock);
     *name_p = tracker->current < 0 ? RECAP_RNG_DEFAULT : tracker->slots[tracker->current]->e.name;
     recap__unlock(&tracker->lock);
@@ -220,6 +239,7 @@ static recap_status_t reserve_one(recap_tracker_h t)
 static recap_status_t add_locked(recap_tracker_h t, recap__map_t *m)
 {
     recap__slot_t *s = m->slots[0];
+    recap_status_t st;
     size_t i;
 
     for (i = 0; i < t->nseeds; i++)
@@ -228,8 +248,11 @@ static recap_status_t add_locked(recap_tracker_h t, recap__map_t *m)
                                "tracker", (unsigned long long)s->e.seed);
     if (recap__tracker_find(t, s->e.name) >= 0)
         return recap__fail(RECAP_ERR_EXISTS, "state \"%s\" already exists", s->e.name);
-    if (recap__map_complete(t, m) != RECAP_OK || reserve_one(t) != RECAP_OK)
-        return RECAP_ERR_NO_MEMORY;
+    st = recap__map_complete(t, m);
+    if (st == RECAP_OK)
+        st = reserve_one(t);
+    if (st != RECAP_OK)
+        return st;
     t->seeds[t->nseeds++] = s->e.seed;
     t->slots[t->nslots++] = s;
     t->layout = recap__layout_next();
@@ -245,6 +268,7 @@ recap_status_t recap_tracker_add(recap_tracker_h tracker, const char *name, uint
     size_t len;
 
     RECAP_CHECK_ARG(tracker != NULL, "tracker is NULL");
+    RECAP_CHECK_NOT_IN_FRAMEWORK_OP("recap_tracker_add");
     st = recap__check_name(name, &len);
     if (st != RECAP_OK)
         return st;

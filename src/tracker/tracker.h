@@ -88,10 +88,33 @@ struct recap_states {
     size_t n;
 };
 
-/* A prepared name -> state map, built without the tracker's lock. */
+/* A value to write into a state object (obj) or else a generator (gen), and the value it held
+ * before (filled in by recap__writes_apply). */
+typedef struct recap__write {
+    recap_genstate_t *obj;
+    recap_generator_h gen;
+    uint64_t seed, offset;
+    uint64_t old_seed, old_offset;
+} recap__write_t;
+
+/* Writes w[0..n) in order, all or nothing (apply.c). */
+recap_status_t recap__writes_apply(recap__write_t *w, size_t n);
+/* Whether the tracker's generator or host generator is a framework's (writes may fail). */
+int recap__tracker_has_framework(recap_tracker_h t);
+
+/* Values a map replacement also writes into the tracker's generator and host generator. */
+typedef struct recap__gen_values {
+    int set_gen, set_host;
+    uint64_t gen_seed, gen_offset;
+    uint64_t host_seed, host_offset;
+} recap__gen_values_t;
+
+/* A prepared name -> state map, built without the tracker's lock; `writes` has room for one
+ * write per name plus the two generators. */
 typedef struct recap__map {
     recap__slot_t **slots;
     size_t n, cap;
+    recap__write_t *writes;
 } recap__map_t;
 
 #define RECAP__INITIAL_CAP 8
@@ -111,22 +134,26 @@ recap_status_t recap__map_prepare(recap_tracker_h t, const recap__entry_t *e, si
 /* Under the lock: creates the objects prepare could not know were needed (a name removed in
  * between). RECAP_ERR_NO_MEMORY leaves the tracker as it was. */
 recap_status_t recap__map_complete(recap_tracker_h t, recap__map_t *m);
-/* Under the tracker's lock with no fork open: completes m, installs it as the tracker's map and
- * hands the old one back in m (nothing changes on error). A graph-safe tracker keeps the
- * objects of names present in both (receiving the new values), so what a captured graph refers
- * to stays the same. */
-recap_status_t recap__map_commit(recap_tracker_h t, recap__map_t *m);
+/* Under the tracker's lock with no fork open: completes m, writes the new values into the
+ * objects of names present in both maps (a graph-safe tracker keeps those objects, so what a
+ * captured graph refers to stays the same) and the values `gv` gives into the generators, then
+ * installs m as the tracker's map and hands the old one back in m. All or nothing. */
+recap_status_t recap__map_commit(recap_tracker_h t, recap__map_t *m,
+                                 const recap__gen_values_t *gv);
 void recap__map_free(recap__map_t *m);
 
-/* Replaces the tracker's map with copies of e[0..n) and runs `then` under the same lock, when no
- * fork is open (RECAP_ERR_STATE naming `what` otherwise); all or nothing. */
+/* Replaces the tracker's map with copies of e[0..n), writes `gv` (NULL: nothing) into its
+ * generators and runs `then` under the same lock, when no fork is open (RECAP_ERR_STATE naming
+ * `what` otherwise); all or nothing. */
 typedef void (*recap__then_fn)(recap_tracker_h t, void *arg);
 recap_status_t recap__tracker_replace(recap_tracker_h t, const recap__entry_t *e, size_t n,
-                                      recap__then_fn then, void *arg, const char *what);
+                                      const recap__gen_values_t *gv, recap__then_fn then,
+                                      void *arg, const char *what);
 
 /* Drops the slot's references to its object. */
 void recap__slot_release(recap__slot_t *s);
-/* The value of slot i; the caller holds the tracker's lock. */
-void recap__slot_get(recap_tracker_h t, size_t i, uint64_t *seed, uint64_t *offset);
+/* The value of slot i; the caller holds the tracker's lock. Fails only when a framework's
+ * state object cannot be read. */
+recap_status_t recap__slot_get(recap_tracker_h t, size_t i, uint64_t *seed, uint64_t *offset);
 
 #endif

@@ -1,0 +1,333 @@
+/*
+ * Framework generators: a framework's own generator (torch's CUDA generator, say) behind recap's
+ * generator handle. The tracker, seeding and snapshots reach it through the few accessors here;
+ * the framework's table does the work, and recap keeps only wrappers for the state objects the
+ * framework handed it (each holding the one reference recap gives back with state_release).
+ */
+#include "config.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/error.h"
+#include "base/log.h"
+#include "rng/generator.h"
+
+struct recap__fw {
+    recap_framework_ops_t ops;
+    void *ctx;
+    char name[64];
+    recap_generator_h gen;
+    struct recap__fw *prev, *next;
+};
+
+/* Every framework generator alive, for recap-probe and reports. */
+static pthread_mutex_t registry_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct recap__fw *registry;
+
+/* Depth of framework operations the calling thread is inside (see recap__fw_in_op). */
+static __thread int in_op;
+
+int recap__fw_in_op(void)
+{
+    return in_op > 0;
+}
+
+/* A framework's failure becomes recap's: statuses outside recap's enum are mapped so callers
+ * can rely on recap_strerror. */
+static recap_status_t op_result(const struct recap__fw *fw, const char *op, recap_status_t st)
+{
+    if (st == RECAP_OK)
+        return RECAP_OK;
+    if (st > 0 || st < RECAP_ERR_BUSY)
+        st = RECAP_ERR_STATE;
+    return recap__fail(st, "framework generator \"%s\": %s failed (%s)", fw->name, op,
+                       recap_strerror(st));
+}
+
+#define FW_CALL(fw, op, ...)                                                  \
+    ({                                                                        \
+        recap_status_t st_;                                                   \
+        in_op++;                                                              \
+        st_ = (fw)->ops.op((fw)->ctx, __VA_ARGS__);                          \
+        in_op--;                                                              \
+        op_result((fw), #op, st_);                                            \
+    })
+
+static void release_obj(const struct recap__fw *fw, void *obj)
+{
+    in_op++;
+    fw->ops.state_release(fw->ctx, obj);
+    in_op--;
+}
+
+static recap_status_t decode(const struct recap__fw *fw, const uint8_t b[RECAP_STATE_BYTES],
+                             uint64_t *seed, uint64_t *offset)
+{
+    recap_status_t st = recap__state_decode(b, seed, offset);
+
+    if (st != RECAP_OK)
+        return recap__fail(st, "framework generator \"%s\" reported a state whose offset is not "
+                           "a multiple of 4", fw->name);
+    return RECAP_OK;
+}
+
+/* ------------------------------------------------------------------ values */
+
+recap_status_t recap__fw_get(recap_generator_h gen, uint64_t *seed, uint64_t *offset)
+{
+    uint8_t b[RECAP_STATE_BYTES];
+    recap_status_t st = FW_CALL(gen->fw, get_state, b);
+
+    return st == RECAP_OK ? decode(gen->fw, b, seed, offset) : st;
+}
+
+recap_status_t recap__fw_set(recap_generator_h gen, uint64_t seed, uint64_t offset)
+{
+    uint8_t b[RECAP_STATE_BYTES];
+
+    recap__state_encode(seed, offset, b);
+    return FW_CALL(gen->fw, set_state, b);
+}
+
+recap_status_t recap__fw_state_get(recap_genstate_t *gs, uint64_t *seed, uint64_t *offset)
+{
+    uint8_t b[RECAP_STATE_BYTES];
+    recap_status_t st = FW_CALL(gs->fw, state_get, gs->fobj, b);
+
+    return st == RECAP_OK ? decode(gs->fw, b, seed, offset) : st;
+}
+
+recap_status_t recap__fw_state_set(recap_genstate_t *gs, uint64_t seed, uint64_t offset)
+{
+    uint8_t b[RECAP_STATE_BYTES];
+
+    recap__state_encode(seed, offset, b);
+    return FW_CALL(gs->fw, state_set, gs->fobj, b);
+}
+
+void recap__fw_state_release(recap_genstate_t *gs)
+{
+    release_obj(gs->fw, gs->fobj);
+}
+
+/* ------------------------------------------------------------------ state objects */
+
+/* Wraps an object the framework handed over; on failure the object goes back. */
+static recap_status_t wrap(recap_generator_h gen, void *obj, recap_genstate_t **s_p)
+{
+    recap_genstate_t *s = calloc(1, sizeof(*s));
+
+    if (s == NULL) {
+        release_obj(gen->fw, obj);
+        return recap__fail(RECAP_ERR_NO_MEMORY, "framework state wrapper");
+    }
+    s->refs = 1;
+    s->device = gen->device;
+    s->fw = gen->fw;
+    s->fobj = obj;
+    *s_p = s;
+    return RECAP_OK;
+}
+
+recap_status_t recap__fw_new_state(recap_generator_h gen, uint64_t seed, uint64_t offset,
+                                   recap_genstate_t **s_p)
+{
+    struct recap__fw *fw = gen->fw;
+    void *obj = NULL, *cur = NULL;
+    recap_genstate_t *s = NULL;
+    recap_status_t st;
+
+    if (fw->ops.state_create != NULL) {
+        st = FW_CALL(fw, state_create, seed, &obj);
+    } else {
+        /* Megatron's way: a clone of the current state, then seeded. */
+        recap__lock(&gen->lock);
+        st = FW_CALL(fw, state_current, &cur);
+        if (st == RECAP_OK) {
+            st = FW_CALL(fw, state_clone, cur, &obj);
+            release_obj(fw, cur);
+        }
+        recap__unlock(&gen->lock);
+    }
+    if (st != RECAP_OK)
+        return st;
+    st = wrap(gen, obj, &s);
+    if (st != RECAP_OK)
+        return st;
+    /* A created object is (seed, 0) already; a clone holds the current value. */
+    if (offset != 0 || fw->ops.state_create == NULL)
+        st = recap__fw_state_set(s, seed, offset);
+    if (st != RECAP_OK) {
+        recap__genstate_unref(s);
+        return st;
+    }
+    *s_p = s;
+    return RECAP_OK;
+}
+
+recap_status_t recap__fw_current(recap_generator_h gen, recap_genstate_t **s_p)
+{
+    void *obj = NULL;
+    recap_status_t st = FW_CALL(gen->fw, state_current, &obj);
+
+    if (st != RECAP_OK)
+        return st;
+    if (gen->state != NULL && gen->state->fobj == obj) {
+        release_obj(gen->fw, obj); /* the wrapper holds a reference already */
+        recap__genstate_ref(gen->state);
+        *s_p = gen->state;
+        return RECAP_OK;
+    }
+    return wrap(gen, obj, s_p);
+}
+
+recap_status_t recap__fw_install(recap_generator_h gen, recap_genstate_t *s)
+{
+    recap_genstate_t *old = gen->state;
+    recap_status_t st = FW_CALL(gen->fw, state_install, s->fobj);
+
+    if (st != RECAP_OK)
+        return st;
+    gen->state = s;
+    recap__genstate_unref(old);
+    return RECAP_OK;
+}
+
+int recap__fw_graph_safe(const recap_generator_h gen)
+{
+    return gen->fw != NULL && gen->fw->ops.state_install != NULL;
+}
+
+/* ------------------------------------------------------------------ lifecycle */
+
+/* The graph-safe form is all or nothing (state_create optional within it). */
+static recap_status_t check_ops(const recap_framework_ops_t *o)
+{
+    const void *gs[] = {(const void *)o->state_clone, (const void *)o->state_install,
+                        (const void *)o->state_current, (const void *)o->state_get,
+                        (const void *)o->state_set, (const void *)o->state_release};
+    static const char *const gs_names[] = {"state_clone", "state_install", "state_current",
+                                           "state_get", "state_set", "state_release"};
+    size_t i, present = 0;
+
+    RECAP_CHECK_ARG(o->version == RECAP_FRAMEWORK_OPS_VERSION, "framework ops version %u (this "
+                    "library knows %d)", o->version, RECAP_FRAMEWORK_OPS_VERSION);
+    RECAP_CHECK_ARG(o->get_state != NULL, "framework ops: get_state is required");
+    RECAP_CHECK_ARG(o->set_state != NULL, "framework ops: set_state is required");
+    for (i = 0; i < sizeof(gs) / sizeof(gs[0]); i++)
+        present += gs[i] != NULL;
+    for (i = 0; present > 0 && i < sizeof(gs) / sizeof(gs[0]); i++)
+        RECAP_CHECK_ARG(gs[i] != NULL, "framework ops: the graph-safe form is incomplete (%s "
+                        "is missing; give all of state_clone .. state_release or none)",
+                        gs_names[i]);
+    RECAP_CHECK_ARG(present > 0 || o->state_create == NULL, "framework ops: state_create "
+                    "without the rest of the graph-safe form");
+    return RECAP_OK;
+}
+
+recap_status_t recap_generator_create_framework(const recap_framework_ops_t *ops,
+                                                void *framework, int device,
+                                                recap_generator_h *gen_p)
+{
+    recap_generator_h gen;
+    struct recap__fw *fw;
+    recap_status_t st;
+
+    RECAP_CHECK_ARG(ops != NULL && gen_p != NULL, "NULL argument");
+    RECAP_CHECK_ARG(device >= RECAP_DEVICE_HOST, "device %d: a CUDA ordinal or "
+                    "RECAP_DEVICE_HOST", device);
+    st = check_ops(ops);
+    if (st != RECAP_OK)
+        return st;
+    gen = calloc(1, sizeof(*gen));
+    fw = calloc(1, sizeof(*fw));
+    if (gen == NULL || fw == NULL) {
+        free(gen);
+        free(fw);
+        return recap__fail(RECAP_ERR_NO_MEMORY, "framework generator");
+    }
+    fw->ops = *ops;
+    fw->ctx = framework;
+    snprintf(fw->name, sizeof(fw->name), "%s", ops->name != NULL ? ops->name : "unnamed");
+    fw->ops.name = fw->name;
+    fw->gen = gen;
+    gen->device = device;
+    gen->fw = fw;
+    pthread_mutex_lock(&registry_lock);
+    fw->next = registry;
+    if (registry != NULL)
+        registry->prev = fw;
+    registry = fw;
+    pthread_mutex_unlock(&registry_lock);
+    recap__log(RECAP_LOG_INFO, "framework generator \"%s\" (device %d, %s form)", fw->name,
+               device, ops->state_install != NULL ? "value and graph-safe" : "value");
+    *gen_p = gen;
+    return RECAP_OK;
+}
+
+void recap__fw_destroy(recap_generator_h gen)
+{
+    struct recap__fw *fw = gen->fw;
+
+    pthread_mutex_lock(&registry_lock);
+    if (fw->prev != NULL)
+        fw->prev->next = fw->next;
+    else
+        registry = fw->next;
+    if (fw->next != NULL)
+        fw->next->prev = fw->prev;
+    pthread_mutex_unlock(&registry_lock);
+    free(fw);
+    gen->fw = NULL;
+}
+
+recap_status_t recap_generator_is_framework(recap_generator_h gen, int *is_framework_p)
+{
+    RECAP_CHECK_ARG(gen != NULL && is_framework_p != NULL, "NULL argument");
+    *is_framework_p = gen->fw != NULL;
+    return RECAP_OK;
+}
+
+recap_status_t recap_generator_needs_registration(recap_generator_h gen, int *needs_p)
+{
+    int needs = 0;
+    recap_status_t st;
+
+    RECAP_CHECK_ARG(gen != NULL && needs_p != NULL, "NULL argument");
+    RECAP_CHECK_NOT_IN_FRAMEWORK_OP("recap_generator_needs_registration");
+    if (gen->fw == NULL)
+        return recap_capture_needs_registration(needs_p);
+    if (gen->fw->ops.needs_registration == NULL)
+        return recap__fail(RECAP_ERR_UNSUPPORTED, "framework generator \"%s\" does not say "
+                           "whether its framework needs registration (no needs_registration "
+                           "operation)", gen->fw->name);
+    st = FW_CALL(gen->fw, needs_registration, &needs);
+    if (st != RECAP_OK)
+        return st;
+    *needs_p = needs != 0;
+    return RECAP_OK;
+}
+
+recap_status_t recap_framework_generators(recap_framework_info_t *info, size_t cap,
+                                          size_t *count_p)
+{
+    const struct recap__fw *fw;
+    size_t n = 0;
+
+    RECAP_CHECK_ARG(count_p != NULL && (info != NULL || cap == 0), "NULL argument");
+    pthread_mutex_lock(&registry_lock);
+    for (fw = registry; fw != NULL; fw = fw->next, n++) {
+        if (n >= cap)
+            continue;
+        snprintf(info[n].name, sizeof(info[n].name), "%s", fw->name);
+        info[n].device = fw->gen->device;
+        info[n].graph_safe = fw->ops.state_install != NULL;
+        info[n].trackers = __atomic_load_n(&fw->gen->drivers, __ATOMIC_RELAXED);
+    }
+    pthread_mutex_unlock(&registry_lock);
+    *count_p = n;
+    return RECAP_OK;
+}
