@@ -52,6 +52,18 @@ static void *lookup(gpa2_fn gpa, const char *name, int version, cuuint64_t flags
     return p;
 }
 
+/* What a capture subscriber heard (checked when the hooks are expected to report). */
+static recap_capture_event_info_t heard[16];
+static int nheard;
+
+static recap_status_t hear(const recap_capture_event_info_t *info, void *arg)
+{
+    (void)arg;
+    if (nheard < 16)
+        heard[nheard++] = *info;
+    return RECAP_OK;
+}
+
 /* Recap's API, from the library the test names (the preloaded copy when preloaded). */
 #define API(name) __typeof__(&name) p_##name = (__typeof__(&name))dlsym(rl, #name)
 
@@ -97,6 +109,12 @@ int main(void)
         API(recap_generator_create); API(recap_generator_manual_seed); API(recap_generator_fill_u32);
         API(recap_stream_create); API(recap_stream_synchronize); API(recap_device_alloc);
         API(recap_memcpy_to_host); API(recap_strerror); API(recap_last_error);
+        API(recap_capture_subscribe);
+        typedef CUresult (*edestroy_fn)(CUgraphExec);
+        typedef CUresult (*gdestroy_fn)(CUgraph);
+        edestroy_fn edestroy = (edestroy_fn)lookup(gpa, "cuGraphExecDestroy", 12000, 0);
+        gdestroy_fn gdestroy = (gdestroy_fn)lookup(gpa, "cuGraphDestroy", 12000, 0);
+        recap_subscription_h sub;
         typedef CUresult (*begin_fn)(CUstream, CUstreamCaptureMode);
         typedef CUresult (*end_fn)(CUstream, CUgraph *);
         typedef CUresult (*inst_fn)(CUgraphExec *, CUgraph, unsigned long long);
@@ -120,7 +138,10 @@ int main(void)
         uint32_t *ha = malloc(n * 4), *hb = malloc(n * 4), *prev = calloc(n, 4);
         int k;
 
-        if (!begin || !end || !inst || !glaunch || !retain || !setcur || !p_recap_generator_create)
+        if (!begin || !end || !inst || !glaunch || !retain || !setcur || !p_recap_generator_create ||
+            !edestroy || !gdestroy || !p_recap_capture_subscribe)
+            return 1;
+        if (p_recap_capture_subscribe(RECAP_EVENT_MASK_ALL, hear, NULL, &sub) != RECAP_OK)
             return 1;
         retain(&ctx, 0);
         setcur(ctx);
@@ -151,6 +172,26 @@ int main(void)
             EXPECT(memcmp(ha, hb, n * 4) == 0, "replay %d differs from eager run %d", k, k);
             EXPECT(memcmp(ha, prev, n * 4) != 0, "replay %d repeated numbers", k);
             memcpy(prev, ha, n * 4);
+        }
+        EXPECT(edestroy(exec) == CUDA_SUCCESS && gdestroy(graph) == CUDA_SUCCESS, "destroys");
+        /* Each event once, in order, from the preload front end. */
+        {
+            static const recap_capture_event_t want_ev[] = {
+                RECAP_EVENT_CAPTURE_WILL_BEGIN, RECAP_EVENT_CAPTURE_ENDED,
+                RECAP_EVENT_GRAPH_INSTANTIATED, RECAP_EVENT_GRAPH_WILL_LAUNCH,
+                RECAP_EVENT_GRAPH_WILL_LAUNCH,  RECAP_EVENT_GRAPH_WILL_LAUNCH,
+                RECAP_EVENT_GRAPH_WILL_LAUNCH,  RECAP_EVENT_GRAPH_EXEC_DESTROYED,
+                RECAP_EVENT_GRAPH_DESTROYED};
+            const int nwant = (int)(sizeof(want_ev) / sizeof(want_ev[0]));
+            EXPECT(nheard == nwant, "subscriber heard %d events, expected %d", nheard, nwant);
+            for (k = 0; k < nheard && k < nwant; k++) {
+                EXPECT(heard[k].event == want_ev[k], "event %d is %d, expected %d", k,
+                       (int)heard[k].event, (int)want_ev[k]);
+                EXPECT(heard[k].source == RECAP_HOOKS_PRELOAD, "event %d from front end %d", k,
+                       (int)heard[k].source);
+            }
+            EXPECT(nheard > 2 && heard[1].graph == (void *)graph && heard[2].exec == (void *)exec,
+                   "events carry the graph and exec");
         }
         free(ha);
         free(hb);

@@ -242,6 +242,54 @@ START_TEST(destroy_seen_only_as_a_resource_drops_the_record)
 }
 END_TEST
 
+/* Subscribers hear the CUPTI front end's events once each, with CUPTI as their source: a host's
+ * begin capture (API entry), and an executable destroy reported both by the API callbacks and
+ * by the resource domain. */
+typedef struct {
+    recap_capture_event_info_t ev[8];
+    int n;
+} heard_t;
+
+static recap_status_t hear(const recap_capture_event_info_t *info, void *arg)
+{
+    heard_t *h = arg;
+
+    if (h->n < 8)
+        h->ev[h->n++] = *info;
+    return RECAP_OK;
+}
+
+START_TEST(subscribers_hear_cupti_events_once)
+{
+    cuStreamBeginCapture_v2_params pb = {0};
+    CUpti_CallbackData cd = {0};
+    recap_subscription_h sub;
+    heard_t h = {0};
+    rig_t r;
+
+    rig_init(&r);
+    ck_assert_ok(recap_capture_subscribe(RECAP_EVENT_MASK_ALL, hear, &h, &sub));
+    pb.hStream = (CUstream)r.s;
+    pb.mode = CU_STREAM_CAPTURE_MODE_RELAXED;
+    cd.callbackSite = CUPTI_API_ENTER;
+    cd.functionName = "cuStreamBeginCapture_v2";
+    cd.functionParams = &pb;
+    emit(CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuStreamBeginCapture_v2, &cd);
+    ck_assert_int_eq(hosted_destroy(r.exec, 1, RESOURCE_CALLBACK), CUDA_SUCCESS);
+    ck_assert_ok(recap_capture_unsubscribe(sub));
+    ck_assert_int_eq(h.n, 2);
+    ck_assert_int_eq(h.ev[0].event, RECAP_EVENT_CAPTURE_WILL_BEGIN);
+    ck_assert_ptr_eq(h.ev[0].stream, r.s);
+    ck_assert_int_eq(h.ev[0].mode, RECAP_CAPTURE_RELAXED);
+    ck_assert_int_eq(h.ev[1].event, RECAP_EVENT_GRAPH_EXEC_DESTROYED);
+    ck_assert_ptr_eq(h.ev[1].exec, r.exec);
+    ck_assert_int_eq(h.ev[0].source, RECAP_HOOKS_CUPTI);
+    ck_assert_int_eq(h.ev[1].source, RECAP_HOOKS_CUPTI);
+    ck_assert_ok(recap_graph_destroy(r.graph));
+    rig_free(&r);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s;
@@ -260,6 +308,7 @@ int main(void)
     tcase_add_loop_test(tc, refused_graph_destroy_keeps_the_record, NO_RESOURCE_CALLBACK,
                         RESOURCE_CALLBACK + 1);
     tcase_add_test(tc, destroy_seen_only_as_a_resource_drops_the_record);
+    tcase_add_test(tc, subscribers_hear_cupti_events_once);
     suite_add_tcase(s, tc);
     return tu_run(s);
 }

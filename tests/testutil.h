@@ -35,4 +35,16 @@ int ref_curand_u32(uint64_t seed, uint64_t offset, uint32_t *out, size_t n);
 int ref_curand_uniform(uint64_t seed, uint64_t offset, float *out, size_t n);
 int ref_curand_uniform_double(uint64_t seed, uint64_t offset, double *out, size_t n);
 
+/* The framework variant of a suite (built with -DRECAP_TEST_FRAMEWORK): every tracker the suite
+ * creates without a generator of its own drives a framework's generator instead
+ * (tests/fake_framework.c), so the same tests check that recap drives a framework exactly as it
+ * drives its own generators; destroying the tracker checks that every state object recap took
+ * from the framework was given back. */
+#ifdef RECAP_TEST_FRAMEWORK
+recap_status_t tu_tracker_create(const recap_tracker_params_t *params, recap_tracker_h *tracker_p);
+recap_status_t tu_tracker_destroy(recap_tracker_h tracker);
+#define recap_tracker_create tu_tracker_create
+#define recap_tracker_destroy tu_tracker_destroy
+#endif
+
 #endif
