@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "base/atfork.h"
+#include "capture/capture.h"
 #include "base/dl.h"
 #include "base/error.h"
 #include "base/log.h"
@@ -231,8 +232,9 @@ static int report_path(const char *spec, char *buf, size_t len)
 __attribute__((destructor)) static void write_report(void)
 {
     const char *spec = getenv("RECAP_REPORT");
-    char path[PATH_MAX], line[512];
+    char path[PATH_MAX], line[768], names[160];
     recap_capture_stats_t s;
+    uint64_t frameworks;
     int n, own, fd;
 
     if (spec == NULL || *spec == '\0' || recap_capture_stats(&s) != RECAP_OK)
@@ -240,13 +242,17 @@ __attribute__((destructor)) static void write_report(void)
     own = report_path(spec, path, sizeof(path));
     if (own < 0)
         return;
+    recap__fw_seen(&frameworks, names, sizeof(names));
     n = snprintf(line, sizeof(line),
                  "{\"hooks\":\"%s\",\"captures\":%llu,\"graphs_with_rng\":%llu,\"launches\":%llu,"
-                 "\"slot_writes\":%llu,\"states_primed\":%llu,\"live_records\":%llu}\n",
+                 "\"slot_writes\":%llu,\"states_primed\":%llu,\"live_records\":%llu,"
+                 "\"framework_generators\":%llu,\"frameworks\":\"%s\",\"subscriptions\":%llu}\n",
                  recap_hooks_name(current_front_end()),
                  (unsigned long long)s.captures, (unsigned long long)s.graphs_with_rng,
                  (unsigned long long)s.launches, (unsigned long long)s.slot_writes,
-                 (unsigned long long)s.states_primed, (unsigned long long)s.live_records);
+                 (unsigned long long)s.states_primed, (unsigned long long)s.live_records,
+                 (unsigned long long)frameworks, names,
+                 (unsigned long long)recap__events_subscribed());
     if (n < 0 || (size_t)n >= sizeof(line))
         return;
     fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC | (own ? O_TRUNC : O_APPEND), 0666);

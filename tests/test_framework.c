@@ -523,6 +523,33 @@ START_TEST(needs_registration_asks_the_framework)
 }
 END_TEST
 
+static recap_status_t nothing(const recap_capture_event_info_t *info, void *arg)
+{
+    return RECAP_OK;
+}
+
+/* recap-probe's hooks check lists the framework generators and subscribers of its process. */
+START_TEST(probe_lists_frameworks_and_subscribers)
+{
+    ff_t *f = ff_new(RECAP_DEVICE_HOST, 1, 1);
+    recap_tracker_h t = tracker_on(f, RECAP_TRACKER_GRAPH_SAFE);
+    recap_subscription_h sub;
+    recap_probe_result_t *res;
+    size_t n;
+
+    ck_assert_ok(recap_capture_subscribe(RECAP_EVENT_MASK_ALL, nothing, NULL, &sub));
+    ck_assert_ok(recap_probe_run("hooks", &res, &n));
+    ck_assert_uint_eq(n, 1);
+    ck_assert_msg(strstr(res[0].detail, "framework generators: 1 (fake framework (device -1, "
+                                        "value and graph-safe, 1 tracker)); capture "
+                                        "subscribers: 1") != NULL, "%s", res[0].detail);
+    recap_probe_free(res);
+    ck_assert_ok(recap_capture_unsubscribe(sub));
+    ck_assert_ok(recap_tracker_destroy(t));
+    ck_assert_int_eq(ff_free(f), 0);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("framework");
@@ -541,6 +568,7 @@ static Suite *suite(void)
     tcase_add_test(tc, recap_fill_draws_from_the_framework_state);
     tcase_add_test(tc, device_framework_generator_fills_outside_captures_only);
     tcase_add_test(tc, needs_registration_asks_the_framework);
+    tcase_add_test(tc, probe_lists_frameworks_and_subscribers);
     suite_add_tcase(s, tc);
     return s;
 }

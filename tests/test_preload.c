@@ -125,6 +125,8 @@ START_TEST(report_file_says_what_recap_saw)
     ck_assert_msg(strstr(buf, "\"hooks\":\"preload\"") != NULL, "%s", buf);
     ck_assert_msg(strstr(buf, "\"captures\":1,") != NULL, "%s", buf);
     ck_assert_msg(strstr(buf, "\"launches\":4,") != NULL, "%s", buf);
+    ck_assert_msg(strstr(buf, "\"framework_generators\":0,\"frameworks\":\"\",\"subscriptions\":1}") != NULL,
+                  "%s", buf);
 }
 END_TEST
 

@@ -89,6 +89,8 @@ void recap__events_emit(recap_capture_event_t event, recap_stream_t stream,
 void recap__graph_forget(const void *handle, int exec);
 /* Sets which front end reports the calling thread's current call; returns the previous value. */
 recap_hooks_t recap__events_source_set(recap_hooks_t source);
+/* Subscriptions made in this process (RECAP_REPORT). */
+uint64_t recap__events_subscribed(void);
 /* RECAP_ERR_STATE when a subscriber's callback makes the host's own capture calls. */
 recap_status_t recap__events_check_caller(const char *what);
 

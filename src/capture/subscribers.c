@@ -30,6 +30,7 @@ struct recap_subscription {
 static pthread_mutex_t subs_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct recap_subscription *subs[MAX_SUBS];
 static int nsubs; /* read without the lock on every event */
+static uint64_t subscribed; /* subscriptions made in the process (RECAP_REPORT) */
 
 /* Nonzero while the calling thread runs a subscriber's callback. */
 static __thread int in_callback;
@@ -127,6 +128,7 @@ recap_status_t recap_capture_subscribe(uint32_t events_mask, recap_capture_subsc
         ;
     if (i < MAX_SUBS) {
         subs[i] = s;
+        subscribed++;
         __atomic_add_fetch(&nsubs, 1, __ATOMIC_RELEASE);
     }
     pthread_mutex_unlock(&subs_lock);
@@ -177,6 +179,16 @@ recap_status_t recap_capture_subscribers(size_t *count_p)
     RECAP_CHECK_ARG(count_p != NULL, "count_p is NULL");
     *count_p = (size_t)__atomic_load_n(&nsubs, __ATOMIC_ACQUIRE);
     return RECAP_OK;
+}
+
+uint64_t recap__events_subscribed(void)
+{
+    uint64_t n;
+
+    pthread_mutex_lock(&subs_lock);
+    n = subscribed;
+    pthread_mutex_unlock(&subs_lock);
+    return n;
 }
 
 void recap__events_atfork(recap_atfork_t when)

@@ -93,6 +93,27 @@ void recap__probe_devices(recap_probe_out_t *out)
     }
 }
 
+/* The framework generators and capture subscribers this process registered (a framework that
+ * runs the probe in its own process, e.g. from Python, sees its own). */
+static void probe_frameworks(recap_probe_out_t *out)
+{
+    recap_framework_info_t info[8];
+    size_t n = 0, subs = 0, i;
+
+    if (recap_framework_generators(info, 8, &n) != RECAP_OK ||
+        recap_capture_subscribers(&subs) != RECAP_OK) {
+        recap__probe_fail(out, "; framework query failed: %s", recap_last_error());
+        return;
+    }
+    recap__probe_say(out, "; framework generators: %zu", n);
+    for (i = 0; i < n && i < 8; i++)
+        recap__probe_say(out, "%s%s (device %d, %s, %d tracker%s)", i ? ", " : " (",
+                         info[i].name, info[i].device,
+                         info[i].graph_safe ? "value and graph-safe" : "value only",
+                         info[i].trackers, info[i].trackers == 1 ? "" : "s");
+    recap__probe_say(out, "%s; capture subscribers: %zu", n > 0 ? ")" : "", subs);
+}
+
 void recap__probe_hooks(recap_probe_out_t *out)
 {
     recap_hooks_t hooks;
@@ -119,6 +140,7 @@ void recap__probe_hooks(recap_probe_out_t *out)
         recap__probe_say(out, "; CUPTI: not applicable (%s)", recap_last_error());
     else
         recap__probe_fail(out, "; CUPTI query failed: %s", recap_last_error());
+    probe_frameworks(out);
 }
 
 void recap__probe_registration(recap_probe_out_t *out)

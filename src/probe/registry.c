@@ -17,8 +17,9 @@ static const recap_probe_check_info_t infos[] = {
      "as the runtime"},
     {"devices", "each device's name, compute capability and memory, and whether recap's kernels "
      "load on it"},
-    {"hooks", "which interception front end reports this process's captures, and whether CUPTI is "
-     "free or held by another subscriber"},
+    {"hooks", "which interception front end reports this process's captures, whether CUPTI is "
+     "free or held by another subscriber, and the framework generators and capture subscribers "
+     "this process registered"},
     {"registration", "whether generators need explicit registration for captures (a draw on an "
      "unregistered generator inside a private capture)"},
     {"capture-modes", "an empty stream capture on a private stream in global, thread-local and "

@@ -26,6 +26,10 @@ struct recap__fw {
 /* Every framework generator alive, for recap-probe and reports. */
 static pthread_mutex_t registry_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct recap__fw *registry;
+/* For RECAP_REPORT, written at exit when a framework may have destroyed its generators: how many
+ * were created in the process, and the distinct names of the first few. */
+static uint64_t created;
+static char seen_names[160];
 
 /* Depth of framework operations the calling thread is inside (see recap__fw_in_op). */
 static __thread int in_op;
@@ -228,6 +232,29 @@ static recap_status_t check_ops(const recap_framework_ops_t *o)
     return RECAP_OK;
 }
 
+/* Under registry_lock. Names that do not fit whole are left out. */
+static void remember_name(const char *name)
+{
+    size_t used = strlen(seen_names), len = strlen(name);
+    const char *p;
+
+    for (p = strstr(seen_names, name); p != NULL; p = strstr(p + 1, name))
+        if ((p == seen_names || p[-1] == ',') && (p[len] == ',' || p[len] == '\0'))
+            return;
+    if (strchr(name, '"') != NULL || strchr(name, '\\') != NULL ||
+        used + len + 2 > sizeof(seen_names))
+        return;
+    snprintf(seen_names + used, sizeof(seen_names) - used, "%s%s", used ? "," : "", name);
+}
+
+void recap__fw_seen(uint64_t *created_p, char *names, size_t cap)
+{
+    pthread_mutex_lock(&registry_lock);
+    *created_p = created;
+    snprintf(names, cap, "%s", seen_names);
+    pthread_mutex_unlock(&registry_lock);
+}
+
 recap_status_t recap_generator_create_framework(const recap_framework_ops_t *ops,
                                                 void *framework, int device,
                                                 recap_generator_h *gen_p)
@@ -261,6 +288,8 @@ recap_status_t recap_generator_create_framework(const recap_framework_ops_t *ops
     if (registry != NULL)
         registry->prev = fw;
     registry = fw;
+    created++;
+    remember_name(fw->name);
     pthread_mutex_unlock(&registry_lock);
     recap__log(RECAP_LOG_INFO, "framework generator \"%s\" (device %d, %s form)", fw->name,
                device, ops->state_install != NULL ? "value and graph-safe" : "value");

@@ -112,6 +112,9 @@ recap_status_t recap__fw_new_state(recap_generator_h gen, uint64_t seed, uint64_
 recap_status_t recap__fw_current(recap_generator_h gen, recap_genstate_t **s_p);
 recap_status_t recap__fw_install(recap_generator_h gen, recap_genstate_t *s);
 int recap__fw_graph_safe(const recap_generator_h gen);
+/* Framework generators created in this process and their distinct names (comma-separated), for
+ * RECAP_REPORT. */
+void recap__fw_seen(uint64_t *created_p, char *names, size_t cap);
 void recap__fw_destroy(recap_generator_h gen);
 
 /* Whether the calling thread is inside a framework operation recap called: recap's tracker,
