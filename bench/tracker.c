@@ -1,6 +1,8 @@
 /*
  * Cost of the tracker's hot paths from C, on a host-generator tracker with 8 named states:
- * a fork+unfork pair and a snapshot take+restore, in value and graph-safe mode. Each figure is
+ * a fork+unfork pair and a snapshot take+restore, in value and graph-safe mode; the same pair
+ * through a framework generator implemented in C (the table a framework adapter gives recap),
+ * beside recap's own; and a capture event with no subscriber beside the same lookup without one. Each figure is
  * the median of REPS timed batches of BATCH operations; anchors measured in the same run put
  * the numbers in proportion to the machine (targets: fork+unfork <= 50 ns, take+restore of 8
  * states <= 200 ns).
@@ -8,6 +10,7 @@
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 #include "recap.h"
@@ -21,6 +24,123 @@ static const char *const names[NSTATES] = {
     RECAP_RNG_GTP_REMAT, RECAP_RNG_EGTP_REMAT, "pipeline-rng", "context-parallel-rng",
     "vision-tower-rng"};
 
+/* A framework's generator in C, as small as one can be: a current state object and objects with
+ * reference counts, what torch's CUDA generator offers through its C++ API. */
+typedef struct bfw_obj {
+    int refs;
+    uint64_t seed, offset;
+} bfw_obj_t;
+
+typedef struct {
+    bfw_obj_t *current;
+} bfw_t;
+
+/* The state layout is little-endian, as the hosts are (torch copies it the same way). */
+static void put64(uint8_t *b, uint64_t v)
+{
+    memcpy(b, &v, sizeof(v));
+}
+
+static uint64_t get64(const uint8_t *b)
+{
+    uint64_t v;
+
+    memcpy(&v, b, sizeof(v));
+    return v;
+}
+
+static recap_status_t bfw_get_state(void *fw, uint8_t st[RECAP_STATE_BYTES])
+{
+    const bfw_obj_t *o = ((bfw_t *)fw)->current;
+
+    put64(st, o->seed);
+    put64(st + 8, o->offset);
+    return RECAP_OK;
+}
+
+static recap_status_t bfw_set_state(void *fw, const uint8_t st[RECAP_STATE_BYTES])
+{
+    bfw_obj_t *o = ((bfw_t *)fw)->current;
+
+    o->seed = get64(st);
+    o->offset = get64(st + 8);
+    return RECAP_OK;
+}
+
+static recap_status_t bfw_create(void *fw, uint64_t seed, void **obj_p)
+{
+    bfw_obj_t *o = calloc(1, sizeof(*o));
+
+    if (o == NULL)
+        return RECAP_ERR_NO_MEMORY;
+    o->refs = 1;
+    o->seed = seed;
+    *obj_p = o;
+    return RECAP_OK;
+}
+
+static recap_status_t bfw_clone(void *fw, void *obj, void **clone_p)
+{
+    const bfw_obj_t *o = obj;
+    recap_status_t st = bfw_create(fw, o->seed, clone_p);
+
+    if (st == RECAP_OK)
+        ((bfw_obj_t *)*clone_p)->offset = o->offset;
+    return st;
+}
+
+static void bfw_release(void *fw, void *obj)
+{
+    bfw_obj_t *o = obj;
+
+    if (--o->refs == 0)
+        free(o);
+}
+
+static recap_status_t bfw_install(void *fw, void *obj)
+{
+    bfw_t *f = fw;
+
+    ((bfw_obj_t *)obj)->refs++;
+    bfw_release(fw, f->current);
+    f->current = obj;
+    return RECAP_OK;
+}
+
+static recap_status_t bfw_current(void *fw, void **obj_p)
+{
+    *obj_p = ((bfw_t *)fw)->current;
+    return RECAP_OK;
+}
+
+static recap_status_t bfw_retain(void *fw, void *obj)
+{
+    ((bfw_obj_t *)obj)->refs++;
+    return RECAP_OK;
+}
+
+static recap_status_t bfw_obj_get(void *fw, void *obj, uint8_t st[RECAP_STATE_BYTES])
+{
+    const bfw_obj_t *o = obj;
+
+    put64(st, o->seed);
+    put64(st + 8, o->offset);
+    return RECAP_OK;
+}
+
+static recap_status_t bfw_obj_set(void *fw, void *obj, const uint8_t st[RECAP_STATE_BYTES])
+{
+    bfw_obj_t *o = obj;
+
+    o->seed = get64(st);
+    o->offset = get64(st + 8);
+    return RECAP_OK;
+}
+
+static const recap_framework_ops_t bfw_ops = {
+    RECAP_FRAMEWORK_OPS_VERSION, "bench framework", bfw_get_state, bfw_set_state, bfw_create,
+    bfw_clone, bfw_install, bfw_current, bfw_obj_get, bfw_obj_set, bfw_release, bfw_retain, NULL};
+
 typedef struct {
     recap_tracker_h t;
     recap_generator_h gen;  /* the anchor's */
@@ -28,6 +148,8 @@ typedef struct {
     recap_snapshot_h snap;
     pthread_mutex_t mutex;
     const char *fork_name;
+    bfw_t fw;
+    recap_generator_h fw_gen; /* the tracker's generator when the framework's */
 } bench_ctx_t;
 
 typedef void (*batch_fn)(bench_ctx_t *c);
@@ -87,13 +209,39 @@ static void mutex_pair(bench_ctx_t *c)
     }
 }
 
+/* A capture event with no subscriber (a launch of a graph recap holds no record for) beside the
+ * same record lookup made by a call that emits no event. */
+static void launch_event(bench_ctx_t *c)
+{
+    int i;
+
+    for (i = 0; i < BATCH; i++)
+        CHECK(recap_graph_will_launch((recap_graph_exec_t)c, NULL));
+}
+
+static void launch_failed_lookup(bench_ctx_t *c)
+{
+    int i;
+
+    for (i = 0; i < BATCH; i++)
+        CHECK(recap_graph_launch_failed((recap_graph_exec_t)c));
+}
+
 #include "median.h"
 
-static void setup(bench_ctx_t *c, uint32_t flags)
+static void setup_on(bench_ctx_t *c, uint32_t flags, int framework)
 {
     recap_tracker_params_t p = {.flags = flags, .device = RECAP_DEVICE_HOST};
     int i;
 
+    c->fw_gen = NULL;
+    if (framework) {
+        void *obj;
+        CHECK(bfw_create(&c->fw, 1, &obj));
+        c->fw.current = obj;
+        CHECK(recap_generator_create_framework(&bfw_ops, &c->fw, RECAP_DEVICE_HOST, &c->fw_gen));
+        p.generator = c->fw_gen;
+    }
     CHECK(recap_generator_create(RECAP_DEVICE_HOST, &c->host));
     p.host_generator = c->host;
     CHECK(recap_tracker_create(&p, &c->t));
@@ -103,11 +251,49 @@ static void setup(bench_ctx_t *c, uint32_t flags)
     c->fork_name = RECAP_RNG_MODEL_PARALLEL;
 }
 
+static void setup(bench_ctx_t *c, uint32_t flags)
+{
+    setup_on(c, flags, 0);
+}
+
 static void teardown(bench_ctx_t *c)
 {
     CHECK(recap_snapshot_destroy(c->snap));
     CHECK(recap_tracker_destroy(c->t));
     CHECK(recap_generator_destroy(c->host));
+    if (c->fw_gen != NULL) {
+        CHECK(recap_generator_destroy(c->fw_gen));
+        bfw_release(&c->fw, c->fw.current);
+    }
+}
+
+/* fork+unfork through a framework generator beside the same pair on recap's own, per mode. */
+static void framework_rows(bench_ctx_t *c)
+{
+    static const uint32_t modes[2] = {0, RECAP_TRACKER_GRAPH_SAFE};
+    double own, fw;
+    int m;
+
+    for (m = 0; m < 2; m++) {
+        setup_on(c, modes[m], 0);
+        own = median_ns(fork_unfork, c);
+        teardown(c);
+        setup_on(c, modes[m], 1);
+        fw = median_ns(fork_unfork, c);
+        teardown(c);
+        printf("| fork+unfork through a framework generator in C (%s mode) | %.1f | recap's own "
+               "generator %.1f ns | %.2f |\n", m ? "graph-safe" : "value", fw, own, fw / own);
+    }
+}
+
+static void event_rows(bench_ctx_t *c)
+{
+    double ev = median_ns(launch_event, c), look = median_ns(launch_failed_lookup, c);
+    size_t subs;
+
+    CHECK(recap_capture_subscribers(&subs));
+    printf("| graph launch event, %zu subscribers (unknown graph) | %.1f | the same lookup without "
+           "an event %.1f ns | %.2f |\n", subs, ev, look, ev / look);
 }
 
 int main(void)
@@ -142,6 +328,8 @@ int main(void)
                ns / anchor);
         teardown(&c);
     }
+    framework_rows(&c);
+    event_rows(&c);
     printf("\n%d batches of %d operations each, median; %d named states.\n", REPS, BATCH,
            NSTATES);
     recap_generator_destroy(c.gen);

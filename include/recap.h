@@ -147,14 +147,16 @@ RECAP_API recap_status_t recap_generator_fill_uniform_double(recap_generator_h g
  * - the value form (required): the generator's current state as 16 bytes (RECAP_STATE_BYTES:
  *   seed then offset, little-endian; torch.cuda.get_rng_state's layout). set_state must refuse an
  *   offset that is not a multiple of 4 (RECAP_ERR_MISALIGNED), as recap does.
- * - the graph-safe form (all of state_clone .. state_release, or none; needed by
+ * - the graph-safe form (all of state_clone .. state_retain, or none; needed by
  *   RECAP_TRACKER_GRAPH_SAFE trackers): state objects the generator can have installed as its
  *   current state, so a draw through the generator advances the installed object (PyTorch's
- *   graphsafe_get_state / graphsafe_set_state). Every object the framework hands to recap
- *   (state_create, state_clone, state_current) is one reference that recap gives back exactly
- *   once with state_release; state_install takes no reference from recap (the framework keeps
- *   what it needs). state_current should return the same `obj` pointer for the object last
- *   installed; another pointer is taken for another state object.
+ *   graphsafe_get_state / graphsafe_set_state). Every object state_create and state_clone hand
+ *   to recap, and every state_retain recap makes, is one reference that recap gives back
+ *   exactly once with state_release. state_current lends the installed object without a
+ *   reference (recap retains it when it keeps it); it should return the same `obj` pointer for
+ *   the object last installed, another pointer being taken for another state object.
+ *   state_install takes no reference from recap (the framework keeps what it needs). A fork and
+ *   its unfork cost two state_current and two state_install calls.
  *
  * Every operation gets `framework` (the pointer given at creation) and reports failure with a
  * status other than RECAP_OK, which recap returns to its caller after undoing what it had
@@ -185,6 +187,7 @@ typedef struct recap_framework_ops {
     recap_status_t (*state_set)(void *framework, void *obj,
                                 const uint8_t state[RECAP_STATE_BYTES]);
     void (*state_release)(void *framework, void *obj);
+    recap_status_t (*state_retain)(void *framework, void *obj);
     /* Optional: whether a draw from a state object nobody registered with a capture is rejected
      * by the framework inside a capture (1) or not (0): what Megatron's
      * cudagraph_needs_generator_registration asks of torch. */

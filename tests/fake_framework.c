@@ -133,8 +133,17 @@ static recap_status_t state_current(void *fw, void **obj_p)
 
     if (failing(f, "state_current"))
         return RECAP_ERR_CUDA;
-    f->current->refs++;
-    *obj_p = f->current;
+    *obj_p = f->current; /* lent, not a reference */
+    return RECAP_OK;
+}
+
+static recap_status_t state_retain(void *fw, void *obj)
+{
+    ff_t *f = fw;
+
+    if (failing(f, "state_retain"))
+        return RECAP_ERR_CUDA;
+    ((ff_obj_t *)obj)->refs++;
     return RECAP_OK;
 }
 
@@ -195,6 +204,7 @@ recap_framework_ops_t ff_ops(int graph_safe)
         o.state_get = state_get;
         o.state_set = state_set;
         o.state_release = state_release;
+        o.state_retain = state_retain;
     }
     return o;
 }

@@ -82,9 +82,18 @@ void recap__stat_add(recap_stat_t which, uint64_t n);
 
 /* ---- subscribers (subscribers.c) */
 
-/* Delivers an event to the subscribers whose mask has it. */
-void recap__events_emit(recap_capture_event_t event, recap_stream_t stream,
-                        recap_capture_mode_t mode, recap_graph_t graph, recap_graph_exec_t exec);
+/* Delivers an event to the subscribers whose mask has it. Inline so that with nobody subscribed
+ * an event is one load and a branch. */
+extern int recap__nsubs;
+void recap__events_deliver(recap_capture_event_t event, recap_stream_t stream,
+                           recap_capture_mode_t mode, recap_graph_t graph, recap_graph_exec_t exec);
+static inline void recap__events_emit(recap_capture_event_t event, recap_stream_t stream,
+                                      recap_capture_mode_t mode, recap_graph_t graph,
+                                      recap_graph_exec_t exec)
+{
+    if (__builtin_expect(__atomic_load_n(&recap__nsubs, __ATOMIC_ACQUIRE) != 0, 0))
+        recap__events_deliver(event, stream, mode, graph, exec);
+}
 /* Drops recap's record of a handle without an event (a destroy the front end reported twice). */
 void recap__graph_forget(const void *handle, int exec);
 /* Sets which front end reports the calling thread's current call; returns the previous value. */

@@ -29,14 +29,15 @@ struct recap_subscription {
 
 static pthread_mutex_t subs_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct recap_subscription *subs[MAX_SUBS];
-static int nsubs; /* read without the lock on every event */
+int recap__nsubs; /* read without the lock on every event */
+#define nsubs recap__nsubs
 static uint64_t subscribed; /* subscriptions made in the process (RECAP_REPORT) */
 
 /* Nonzero while the calling thread runs a subscriber's callback. */
-static __thread int in_callback;
+static __thread int in_callback __attribute__((tls_model("initial-exec")));
 /* The front end reporting the calling thread's current CUDA call (RECAP_HOOKS_NONE: the host's
  * own recap_capture_* call). */
-static __thread recap_hooks_t event_source;
+static __thread recap_hooks_t event_source __attribute__((tls_model("initial-exec")));
 
 recap_hooks_t recap__events_source_set(recap_hooks_t source)
 {
@@ -71,16 +72,14 @@ static void deliver(struct recap_subscription *s, const recap_capture_event_info
                    (int)info->event, recap_strerror(st));
 }
 
-void recap__events_emit(recap_capture_event_t event, recap_stream_t stream,
-                        recap_capture_mode_t mode, recap_graph_t graph, recap_graph_exec_t exec)
+void recap__events_deliver(recap_capture_event_t event, recap_stream_t stream,
+                           recap_capture_mode_t mode, recap_graph_t graph, recap_graph_exec_t exec)
 {
     struct recap_subscription *pinned[MAX_SUBS];
     recap_capture_event_info_t ev;
     const recap_capture_event_info_t *info = &ev;
     size_t i, n = 0;
 
-    if (__atomic_load_n(&nsubs, __ATOMIC_ACQUIRE) == 0)
-        return;
     /* A callback's own CUDA calls reach recap's bookkeeping, not the subscribers again. */
     if (in_callback)
         return;

@@ -2,7 +2,8 @@
  * Framework generators: a framework's own generator (torch's CUDA generator, say) behind recap's
  * generator handle. The tracker, seeding and snapshots reach it through the few accessors here;
  * the framework's table does the work, and recap keeps only wrappers for the state objects the
- * framework handed it (each holding the one reference recap gives back with state_release).
+ * framework handed it or it retained (each holding the one reference recap gives back with
+ * state_release).
  */
 #include "config.h"
 
@@ -32,12 +33,8 @@ static uint64_t created;
 static char seen_names[160];
 
 /* Depth of framework operations the calling thread is inside (see recap__fw_in_op). */
-static __thread int in_op;
-
-int recap__fw_in_op(void)
-{
-    return in_op > 0;
-}
+__thread int recap__fw_depth __attribute__((tls_model("initial-exec")));
+#define in_op recap__fw_depth
 
 /* A framework's failure becomes recap's: statuses outside recap's enum are mapped so callers
  * can rely on recap_strerror. */
@@ -57,7 +54,7 @@ static recap_status_t op_result(const struct recap__fw *fw, const char *op, reca
         in_op++;                                                              \
         st_ = (fw)->ops.op((fw)->ctx, __VA_ARGS__);                          \
         in_op--;                                                              \
-        op_result((fw), #op, st_);                                            \
+        __builtin_expect(st_ == RECAP_OK, 1) ? RECAP_OK : op_result((fw), #op, st_); \
     })
 
 static void release_obj(const struct recap__fw *fw, void *obj)
@@ -150,10 +147,8 @@ recap_status_t recap__fw_new_state(recap_generator_h gen, uint64_t seed, uint64_
         /* Megatron's way: a clone of the current state, then seeded. */
         recap__lock(&gen->lock);
         st = FW_CALL(fw, state_current, &cur);
-        if (st == RECAP_OK) {
+        if (st == RECAP_OK)
             st = FW_CALL(fw, state_clone, cur, &obj);
-            release_obj(fw, cur);
-        }
         recap__unlock(&gen->lock);
     }
     if (st != RECAP_OK)
@@ -172,31 +167,50 @@ recap_status_t recap__fw_new_state(recap_generator_h gen, uint64_t seed, uint64_
     return RECAP_OK;
 }
 
-recap_status_t recap__fw_current(recap_generator_h gen, recap_genstate_t **s_p)
+/*
+ * With the generator's lock held: installs s (taking over the caller's reference) and hands back
+ * what the framework had installed (*old_p, with a reference for the caller). When that is the
+ * object recap installed last, the generator's reference to its wrapper moves to the caller;
+ * another object is retained and wrapped. On failure nothing changed.
+ */
+recap_status_t recap__fw_exchange(recap_generator_h gen, recap_genstate_t *s,
+                                  recap_genstate_t **old_p)
 {
+    const struct recap__fw *fw = gen->fw;
+    recap_genstate_t *old = gen->state;
     void *obj = NULL;
-    recap_status_t st = FW_CALL(gen->fw, state_current, &obj);
+    recap_status_t st;
 
-    if (st != RECAP_OK)
-        return st;
-    if (gen->state != NULL && gen->state->fobj == obj) {
-        release_obj(gen->fw, obj); /* the wrapper holds a reference already */
-        recap__genstate_ref(gen->state);
-        *s_p = gen->state;
+    /* The steady state of every fork and unfork: the installed object is the one recap installed
+     * last, whose wrapper the generator's reference moves to the caller. */
+    in_op++;
+    st = fw->ops.state_current(fw->ctx, &obj);
+    if (__builtin_expect(st == RECAP_OK && old != NULL && old->fobj == obj, 1)) {
+        st = fw->ops.state_install(fw->ctx, s->fobj);
+        in_op--;
+        if (st != RECAP_OK)
+            return op_result(fw, "state_install", st);
+        gen->state = s;
+        *old_p = old;
         return RECAP_OK;
     }
-    return wrap(gen, obj, s_p);
-}
-
-recap_status_t recap__fw_install(recap_generator_h gen, recap_genstate_t *s)
-{
-    recap_genstate_t *old = gen->state;
-    recap_status_t st = FW_CALL(gen->fw, state_install, s->fobj);
-
+    in_op--;
+    if (st != RECAP_OK)
+        return op_result(fw, "state_current", st);
+    /* Someone else installed `obj` (or recap never installed anything): retain and wrap it. */
+    st = FW_CALL(fw, state_retain, obj);
+    if (st == RECAP_OK)
+        st = wrap(gen, obj, &old);
     if (st != RECAP_OK)
         return st;
+    st = FW_CALL(fw, state_install, s->fobj);
+    if (st != RECAP_OK) {
+        recap__genstate_unref(old);
+        return st;
+    }
+    recap__genstate_unref(gen->state); /* a wrapper of an object no longer installed */
     gen->state = s;
-    recap__genstate_unref(old);
+    *old_p = old;
     return RECAP_OK;
 }
 
@@ -212,9 +226,11 @@ static recap_status_t check_ops(const recap_framework_ops_t *o)
 {
     const void *gs[] = {(const void *)o->state_clone, (const void *)o->state_install,
                         (const void *)o->state_current, (const void *)o->state_get,
-                        (const void *)o->state_set, (const void *)o->state_release};
+                        (const void *)o->state_set, (const void *)o->state_release,
+                        (const void *)o->state_retain};
     static const char *const gs_names[] = {"state_clone", "state_install", "state_current",
-                                           "state_get", "state_set", "state_release"};
+                                           "state_get", "state_set", "state_release",
+                                           "state_retain"};
     size_t i, present = 0;
 
     RECAP_CHECK_ARG(o->version == RECAP_FRAMEWORK_OPS_VERSION, "framework ops version %u (this "
@@ -225,7 +241,7 @@ static recap_status_t check_ops(const recap_framework_ops_t *o)
         present += gs[i] != NULL;
     for (i = 0; present > 0 && i < sizeof(gs) / sizeof(gs[0]); i++)
         RECAP_CHECK_ARG(gs[i] != NULL, "framework ops: the graph-safe form is incomplete (%s "
-                        "is missing; give all of state_clone .. state_release or none)",
+                        "is missing; give all of state_clone .. state_retain or none)",
                         gs_names[i]);
     RECAP_CHECK_ARG(present > 0 || o->state_create == NULL, "framework ops: state_create "
                     "without the rest of the graph-safe form");

@@ -107,10 +107,10 @@ recap_status_t recap__fw_get(recap_generator_h gen, uint64_t *seed, uint64_t *of
 recap_status_t recap__fw_set(recap_generator_h gen, uint64_t seed, uint64_t offset);
 recap_status_t recap__fw_new_state(recap_generator_h gen, uint64_t seed, uint64_t offset,
                                    recap_genstate_t **s_p);
-/* With the generator's lock held: the framework's current object as a state (reusing
- * gen->state when it is that object) and installing one. */
-recap_status_t recap__fw_current(recap_generator_h gen, recap_genstate_t **s_p);
-recap_status_t recap__fw_install(recap_generator_h gen, recap_genstate_t *s);
+/* With the generator's lock held: installs s and hands back the framework's object installed
+ * before it (framework.c says how references move). */
+recap_status_t recap__fw_exchange(recap_generator_h gen, recap_genstate_t *s,
+                                  recap_genstate_t **old_p);
 int recap__fw_graph_safe(const recap_generator_h gen);
 /* Framework generators created in this process and their distinct names (comma-separated), for
  * RECAP_REPORT. */
@@ -120,10 +120,15 @@ void recap__fw_destroy(recap_generator_h gen);
 /* Whether the calling thread is inside a framework operation recap called: recap's tracker,
  * snapshot and generator calls made from there would wait on locks the thread holds, so they
  * fail with RECAP_ERR_STATE instead. */
-int recap__fw_in_op(void);
+/* Initial-exec: every fork reads it, and the default model costs a __tls_get_addr call. */
+extern __thread int recap__fw_depth __attribute__((tls_model("initial-exec")));
+static inline int recap__fw_in_op(void)
+{
+    return recap__fw_depth > 0;
+}
 #define RECAP_CHECK_NOT_IN_FRAMEWORK_OP(what)                                                 \
     do {                                                                                     \
-        if (recap__fw_in_op())                                                               \
+        if (__builtin_expect(recap__fw_in_op(), 0))                                          \
             return recap__fail(RECAP_ERR_STATE, "%s called from inside a framework generator " \
                                "operation (recap holds the locks it would take)", (what));   \
     } while (0)
