@@ -489,6 +489,13 @@ RECAP_API recap_status_t recap_state_to_graph_safe(recap_tracker_h tracker,
                                          recap_generator_h *gen_p);
 RECAP_API recap_status_t recap_state_from_graph_safe(recap_generator_h gen, uint8_t state[RECAP_STATE_BYTES]);
 
+/* The framework's state object behind a named state of a graph-safe tracker on a framework
+ * generator (what the framework registers with its graphs: torch's register_generator_state),
+ * lent: valid while the state stays in the tracker. RECAP_ERR_NOT_FOUND for an unknown name,
+ * RECAP_ERR_INVALID_ARG for another kind of tracker. */
+RECAP_API recap_status_t recap_tracker_state_object(recap_tracker_h tracker, const char *name,
+                                                    void **obj_p);
+
 /* Process-wide default tracker. initialize creates it (or, with force_reset, replaces it: the
  * old one is destroyed and its handle becomes invalid; RECAP_ERR_STATE, keeping it, while it has
  * forks open). Initialize again with the same params returns the existing tracker; with

@@ -123,12 +123,16 @@ START_TEST(graph_safe_fork_installs_the_object_itself)
     ff_t *f = ff_new(RECAP_DEVICE_HOST, 9, 1);
     recap_tracker_h t = tracker_on(f, RECAP_TRACKER_GRAPH_SAFE);
     ff_obj_t *outer = f->current, *inside, *again;
+    void *obj = NULL;
     recap_fork_token_t tok;
     uint32_t w[NW];
 
     ck_assert_ok(recap_tracker_add(t, "a", 77));
+    ck_assert_ok(recap_tracker_state_object(t, "a", &obj));
+    ck_assert_status(recap_tracker_state_object(t, "b", &obj), RECAP_ERR_NOT_FOUND);
     ck_assert_ok(recap_tracker_fork(t, "a", &tok));
     inside = f->current;
+    ck_assert_ptr_eq(inside, obj);
     ck_assert_ptr_ne(inside, outer);
     ff_draw(f, w, NW);
     ck_assert_ok(recap_tracker_unfork(t, tok));

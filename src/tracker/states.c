@@ -56,6 +56,25 @@ recap_status_t recap_tracker_get_states(recap_tracker_h tracker, recap_states_h 
     return RECAP_OK;
 }
 
+recap_status_t recap_tracker_state_object(recap_tracker_h tracker, const char *name, void **obj_p)
+{
+    recap_status_t st = RECAP_OK;
+    int i;
+
+    RECAP_CHECK_ARG(tracker != NULL && name != NULL && obj_p != NULL, "NULL argument");
+    RECAP_CHECK_ARG(tracker->gen->fw != NULL && (tracker->flags & RECAP_TRACKER_GRAPH_SAFE),
+                    "state objects belong to graph-safe trackers on framework generators");
+    RECAP_CHECK_NOT_IN_FRAMEWORK_OP("recap_tracker_state_object");
+    recap__lock(&tracker->lock);
+    i = recap__tracker_find(tracker, name);
+    if (i < 0)
+        st = recap__fail(RECAP_ERR_NOT_FOUND, "no state \"%.*s\"", RECAP_NAME_MAX, name);
+    else
+        *obj_p = tracker->slots[i]->obj->fobj;
+    recap__unlock(&tracker->lock);
+    return st;
+}
+
 /* The used seeds stay as they are, as in Megatron. */
 static void mark_initialized(recap_tracker_h t, void *arg)
 {
