@@ -473,6 +473,12 @@ RECAP_API recap_status_t recap_tracker_get_states(recap_tracker_h tracker, recap
 RECAP_API recap_status_t recap_tracker_set_states(recap_tracker_h tracker, recap_states_h states);
 
 RECAP_API recap_status_t recap_states_copy(recap_states_h states, recap_states_h *copy_p);
+/* An empty states object, and setting a name's value in one (added at the end when new): a map
+ * built by the host for recap_tracker_set_states (a framework's set_states of its own values).
+ * RECAP_ERR_MISALIGNED for an offset not a multiple of 4; names as recap_tracker_add's. */
+RECAP_API recap_status_t recap_states_create(recap_states_h *states_p);
+RECAP_API recap_status_t recap_states_put(recap_states_h states, const char *name,
+                                          const uint8_t state[RECAP_STATE_BYTES]);
 RECAP_API recap_status_t recap_states_free(recap_states_h states);
 RECAP_API recap_status_t recap_states_count(recap_states_h states, size_t *count_p);
 /* The i-th name in insertion order; valid while `states` lives. */

@@ -504,6 +504,51 @@ START_TEST(states_object_copies_counts_names_and_looks_up)
 }
 END_TEST
 
+/* A map built by the host (recap_states_create/put) sets a tracker's states: values, order,
+ * replacement of a name put twice; bad values refused. */
+START_TEST(built_states_object_sets_the_tracker)
+{
+    recap_tracker_h t = new_tracker(mode_flags(_i));
+    uint8_t a[RECAP_STATE_BYTES], b[RECAP_STATE_BYTES], got[RECAP_STATE_BYTES];
+    uint64_t sa = tu_rand(), sb = tu_rand(), ob = tu_rand_offset();
+    uint32_t w[NWORDS], ref[NWORDS];
+    recap_generator_h fresh;
+    recap_states_h s;
+    const char *name;
+    size_t n;
+
+    ck_assert_ok(recap_states_create(&s));
+    encode(sa, 0, a);
+    encode(sb, ob, b);
+    ck_assert_ok(recap_states_put(s, "x", b));
+    ck_assert_ok(recap_states_put(s, "y", b));
+    ck_assert_ok(recap_states_put(s, "x", a));
+    encode(1, 2, got);
+    ck_assert_status(recap_states_put(s, "z", got), RECAP_ERR_MISALIGNED);
+    ck_assert_status(recap_states_put(s, RECAP_RNG_DEFAULT, a), RECAP_ERR_INVALID_ARG);
+    ck_assert_ok(recap_states_count(s, &n));
+    ck_assert_uint_eq(n, 2);
+    ck_assert_ok(recap_tracker_set_states(t, s));
+    ck_assert_ok(recap_states_free(s));
+    ck_assert_int_eq(state_count(t), 2);
+    named_state(t, "x", got);
+    ck_assert_mem_eq(got, a, sizeof(a));
+    named_state(t, "y", got);
+    ck_assert_mem_eq(got, b, sizeof(b));
+    ck_assert_ok(recap_tracker_get_states(t, &s));
+    ck_assert_ok(recap_states_name(s, 0, &name));
+    ck_assert_str_eq(name, "x");
+    ck_assert_ok(recap_states_free(s));
+    fork_draw(t, "y", w, NWORDS);
+    ck_assert_ok(recap_generator_create(RECAP_DEVICE_HOST, &fresh));
+    ck_assert_ok(recap_generator_set_state(fresh, b));
+    ck_assert_ok(recap_generator_fill_u32(fresh, NULL, ref, NWORDS));
+    ck_assert_mem_eq(w, ref, sizeof(w));
+    ck_assert_ok(recap_generator_destroy(fresh));
+    recap_tracker_destroy(t);
+}
+END_TEST
+
 START_TEST(graph_safe_conversion_continues_the_sequence)
 {
     recap_tracker_h t = new_tracker(RECAP_TRACKER_GRAPH_SAFE);
@@ -867,6 +912,7 @@ int main(void)
     tcase_add_loop_test(tc, reset_set_states_and_destroy_with_open_fork_are_rejected, 0, 2);
     tcase_add_test(tc, inference_tracker_passes_forks_through);
     tcase_add_test(tc, states_object_copies_counts_names_and_looks_up);
+    tcase_add_loop_test(tc, built_states_object_sets_the_tracker, 0, 2);
     tcase_add_test(tc, graph_safe_conversion_continues_the_sequence);
     tcase_add_loop_test(tc, tracker_drives_the_generator_it_is_given, 0, 2);
     tcase_add_test(tc, null_arguments_get_a_status_and_message);

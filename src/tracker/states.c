@@ -105,6 +105,50 @@ recap_status_t recap_states_copy(recap_states_h states, recap_states_h *copy_p)
     return RECAP_OK;
 }
 
+recap_status_t recap_states_create(recap_states_h *states_p)
+{
+    recap_states_h s;
+
+    RECAP_CHECK_ARG(states_p != NULL, "states_p is NULL");
+    s = states_alloc(0);
+    if (s == NULL)
+        return recap__fail(RECAP_ERR_NO_MEMORY, "states object");
+    *states_p = s;
+    return RECAP_OK;
+}
+
+recap_status_t recap_states_put(recap_states_h states, const char *name,
+                                const uint8_t state[RECAP_STATE_BYTES])
+{
+    uint64_t seed, offset;
+    recap__entry_t *e;
+    recap_status_t st;
+    size_t len, i;
+
+    RECAP_CHECK_ARG(states != NULL && state != NULL, "NULL argument");
+    st = recap__check_name(name, &len);
+    if (st == RECAP_OK)
+        st = recap__state_decode(state, &seed, &offset);
+    if (st != RECAP_OK)
+        return st;
+    for (i = 0; i < states->n; i++)
+        if (states->e[i].len == len && memcmp(states->e[i].name, name, len) == 0)
+            break;
+    if (i == states->n) {
+        e = realloc(states->e, (states->n + 1) * sizeof(*e));
+        if (e == NULL)
+            return recap__fail(RECAP_ERR_NO_MEMORY, "states object");
+        states->e = e;
+        memset(&e[i], 0, sizeof(e[i]));
+        memcpy(e[i].name, name, len);
+        e[i].len = (uint32_t)len;
+        states->n++;
+    }
+    states->e[i].seed = seed;
+    states->e[i].offset = offset;
+    return RECAP_OK;
+}
+
 recap_status_t recap_states_free(recap_states_h states)
 {
     RECAP_CHECK_ARG(states != NULL, "states is NULL");
