@@ -1,0 +1,34 @@
+"""Loaded at start-up by every Python process recap-run starts (its folder is first on
+PYTHONPATH): installs recap.megatron (an import hook: Megatron is not imported here) unless
+RECAP_MEGATRON=0, then hands over to the sitecustomize that was there before, if any."""
+import importlib.util
+import os
+import sys
+
+
+def _activate():
+    if os.environ.get("RECAP_MEGATRON", "1") != "0":
+        try:
+            import recap.megatron
+            recap.megatron.install_hook()
+        except Exception as e:  # noqa: BLE001 - never break the job's start
+            if os.environ.get("RECAP_LOG"):
+                sys.stderr.write(f"recap: recap-run could not install recap.megatron: {e}\n")
+
+
+def _chain():
+    """Runs the next sitecustomize on the path (ours shadows it)."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    for entry in sys.path:
+        if not entry or os.path.abspath(entry) == here:
+            continue
+        cand = os.path.join(entry, "sitecustomize.py")
+        if os.path.exists(cand):
+            spec = importlib.util.spec_from_file_location("_recap_next_sitecustomize", cand)
+            mod = importlib.util.module_from_spec(spec)
+            spec.loader.exec_module(mod)
+            return
+
+
+_activate()
+_chain()

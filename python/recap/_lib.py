@@ -1,0 +1,147 @@
+"""Loading librecap and calling it: statuses become exceptions that carry recap's message."""
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import os
+import threading
+from typing import Optional
+
+from . import _abi
+
+__all__ = ["RecapError", "lib", "check", "library_path"]
+
+
+class RecapError(RuntimeError):
+    """A recap call failed: ``status`` is the C status (negative), ``name`` its enum name, and
+    the message is recap_last_error() of the failing call."""
+
+    def __init__(self, status: int, message: str, call: str = ""):
+        self.status = status
+        self.name = _abi.STATUS_NAMES.get(status, f"status {status}")
+        self.call = call
+        super().__init__(f"{call + ': ' if call else ''}{message} ({self.name})")
+
+
+class RecapStateError(RecapError):
+    """RECAP_ERR_STATE: the call is not allowed in the object's current state or order."""
+
+
+class RecapNotFoundError(RecapError, KeyError):
+    """RECAP_ERR_NOT_FOUND: an unknown name."""
+
+    def __str__(self) -> str:  # KeyError would quote the message
+        return RuntimeError.__str__(self)
+
+
+class RecapUnsupportedError(RecapError):
+    """RECAP_ERR_UNSUPPORTED: not supported by this build, driver, device or framework."""
+
+
+_ERRORS = {_abi.RECAP_ERR_STATE: RecapStateError, _abi.RECAP_ERR_NOT_FOUND: RecapNotFoundError,
+           _abi.RECAP_ERR_UNSUPPORTED: RecapUnsupportedError}
+
+_lock = threading.Lock()
+_lib: Optional[ctypes.CDLL] = None
+_path: Optional[str] = None
+
+
+class _DlInfo(ctypes.Structure):
+    _fields_ = [("dli_fname", ctypes.c_char_p), ("dli_fbase", ctypes.c_void_p),
+                ("dli_sname", ctypes.c_char_p), ("dli_saddr", ctypes.c_void_p)]
+
+
+def _preloaded():
+    """The librecap already in the process (LD_PRELOAD, or loaded globally by a plugin): its
+    hooks report captures to its own state, so the package must use that copy, never a second."""
+    try:
+        proc = ctypes.CDLL(None)
+        fn = proc.recap_abi_version
+    except (OSError, AttributeError):
+        return None
+    info = _DlInfo()
+    try:
+        dladdr = proc.dladdr
+        dladdr.argtypes = [ctypes.c_void_p, ctypes.POINTER(_DlInfo)]
+        if dladdr(ctypes.cast(fn, ctypes.c_void_p), ctypes.byref(info)) and info.dli_fname:
+            return info.dli_fname.decode()
+    except AttributeError:
+        pass
+    return None
+
+
+def _candidates():
+    """A librecap already loaded (preloaded), RECAP_LIB, the copy bundled in the wheel, a build
+    tree this package sits in, then the loader's search path (an installed librecap)."""
+    pre = _preloaded()
+    if pre:
+        yield pre
+        return
+    env = os.environ.get("RECAP_LIB")
+    if env:
+        yield env
+        return
+    here = os.path.dirname(os.path.abspath(__file__))
+    yield os.path.join(here, "_lib", "librecap.so.1")
+    for up in ("..", os.path.join("..", "..")):
+        yield os.path.normpath(os.path.join(here, up, "..", "src", ".libs", "librecap.so.1"))
+    found = ctypes.util.find_library("recap")
+    yield found if found else "librecap.so.1"
+
+
+def _load() -> ctypes.CDLL:
+    global _lib, _path
+    errors = []
+    for path in _candidates():
+        if os.sep in path and not os.path.exists(path):
+            continue
+        try:
+            # RTLD_GLOBAL: under LD_PRELOAD this is the preloaded copy, and a plugin loaded
+            # later finds the same symbols.
+            handle = ctypes.CDLL(path, mode=ctypes.RTLD_GLOBAL)
+        except OSError as e:
+            errors.append(f"{path}: {e}")
+            continue
+        for name, (argtypes, restype) in _abi.DECLS.items():
+            fn = getattr(handle, name)
+            fn.argtypes = argtypes
+            fn.restype = restype
+        _path = path
+        return handle
+    raise ImportError("librecap not found (set RECAP_LIB to its path, install it, or build it "
+                      "with ./scripts/bootstrap): " + "; ".join(errors or ["nothing tried"]))
+
+
+def lib() -> ctypes.CDLL:
+    """The loaded librecap (loaded on first use)."""
+    global _lib
+    if _lib is None:
+        with _lock:
+            if _lib is None:
+                _lib = _load()
+    return _lib
+
+
+def library_path() -> str:
+    lib()
+    return _path or ""
+
+
+def last_error() -> str:
+    msg = lib().recap_last_error()
+    return msg.decode(errors="replace") if msg else ""
+
+
+def error(status: int, call: str = "") -> RecapError:
+    return _ERRORS.get(status, RecapError)(status, last_error(), call)
+
+
+def check(status: int, call: str = "") -> None:
+    """Raises the RecapError for a failed status."""
+    if status != _abi.RECAP_OK:
+        raise error(status, call)
+
+
+def call(name: str, *args) -> None:
+    """lib().name(*args), raising on failure."""
+    check(getattr(lib(), name)(*args), name)

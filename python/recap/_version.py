@@ -1,0 +1,2 @@
+# The C library's version (configure.ac's AC_INIT); python/tests/test_abi.py keeps them equal.
+__version__ = "0.1.0"

@@ -1,0 +1,272 @@
+"""torch's CUDA generators as recap framework generators, and their registration with torch's
+CUDA graphs.
+
+- ``generator(device)``: the recap generator backed by ``torch.cuda.default_generators[device]``.
+  recap's trackers (``recap.megatron``) drive it through the framework table of include/recap.h:
+  the value form is ``get_state``/``set_state`` (16 bytes, ``torch.cuda.get_rng_state``'s
+  layout), the graph-safe form is torch's state objects (``clone_state``, ``graphsafe_get_state``,
+  ``graphsafe_set_state``). Everything torch draws inside a fork (dropout, randn, fused
+  attention) then draws from the named state.
+- Registration: torch 2.11 has no global capture hook (2.14 adds one that fires after the capture
+  began, too late to register a generator). ``install()`` wraps the narrowest point that every
+  torch capture goes through, ``torch.cuda.graphs.CUDAGraph.capture_begin`` (``torch.cuda.graph``,
+  ``make_graphed_callables`` and direct calls), and registers every live graph-safe state of
+  every recap tracker with the graph before torch's own capture_begin primes its generators. No
+  ``register_generator_state`` in user code. Importing ``recap.megatron`` installs it.
+"""
+from __future__ import annotations
+
+import ctypes
+import threading
+import weakref
+from typing import Dict, Iterable, List, Optional
+
+import torch
+
+from . import _abi
+from ._lib import RecapError, check, lib
+
+__all__ = ["TorchGenerator", "generator", "install", "uninstall", "register_tracker",
+           "registered_states", "needs_registration"]
+
+_OK = _abi.RECAP_OK
+_ERR = _abi.RECAP_ERR_STATE
+
+
+def _device_index(device=None) -> int:
+    if device is None:
+        return torch.cuda.current_device()
+    if isinstance(device, int):
+        return device
+    d = torch.device(device)
+    return d.index if d.index is not None else torch.cuda.current_device()
+
+
+def _state_bytes(t: torch.Tensor) -> bytes:
+    return bytes(t.contiguous().view(torch.uint8).cpu().numpy().tobytes())
+
+
+def _state_tensor(buf) -> torch.Tensor:
+    return torch.frombuffer(bytearray(ctypes.string_at(buf, _abi.RECAP_STATE_BYTES)),
+                            dtype=torch.uint8)
+
+
+class TorchGenerator:
+    """A torch CUDA default generator as a recap framework generator (one per device).
+
+    State objects are ``torch.Generator`` objects sharing torch's state (what
+    ``graphsafe_get_state`` returns and ``register_generator_state`` registers); recap refers to
+    them by handle. ``state_current`` returns the object recap installed last: recap assumes it
+    is the one installing state objects into this generator while its trackers run (Megatron's
+    module replaced by ``recap.megatron`` is)."""
+
+    def __init__(self, index: int):
+        torch.cuda.init()
+        self.index = index
+        self.torch_generator = torch.cuda.default_generators[index]
+        self._objects: Dict[int, list] = {}  # handle -> [torch.Generator, references]
+        self._next = 1
+        self._installed: Optional[int] = None
+        self._lock = threading.RLock()
+        self._error: Optional[BaseException] = None
+        self._ops = self._make_ops()
+        h = ctypes.c_void_p()
+        check(lib().recap_generator_create_framework(ctypes.byref(self._ops), None, index,
+                                                     ctypes.byref(h)),
+              "recap_generator_create_framework")
+        self.handle = h
+
+    # -------------------------------------------------------------- objects by handle
+
+    def _new_handle(self, gen: torch.Generator, refs: int) -> int:
+        with self._lock:
+            h = self._next
+            self._next += 1
+            self._objects[h] = [gen, refs]
+            return h
+
+    def object(self, handle) -> torch.Generator:
+        """The torch.Generator behind a state handle."""
+        return self._objects[int(handle)][0]
+
+    # -------------------------------------------------------------- the table
+
+    def _guard(self, fn):
+        """Wraps an operation: an exception becomes RECAP_ERR_STATE for recap (which undoes what
+        it changed) and is re-raised by the Python call that led to it."""
+        def op(*args):
+            try:
+                r = fn(*args)
+                return _OK if r is None else r
+            except BaseException as e:  # noqa: BLE001 - must not unwind through C
+                self._error = e
+                return _ERR
+        return op
+
+    def _make_ops(self) -> _abi.FrameworkOps:
+        g = self.torch_generator
+
+        def get_state(_fw, out):
+            t = g.get_state()
+            ctypes.memmove(out, t.data_ptr(), _abi.RECAP_STATE_BYTES)
+
+        def set_state(_fw, buf):
+            g.set_state(_state_tensor(buf))
+
+        def state_create(_fw, seed, obj_p):
+            s = g.clone_state()
+            s.manual_seed(seed)
+            obj_p[0] = self._new_handle(s, 1)
+
+        def state_clone(_fw, obj, clone_p):
+            clone_p[0] = self._new_handle(self.object(obj).clone_state(), 1)
+
+        def state_install(_fw, obj):
+            g.graphsafe_set_state(self.object(obj))
+            with self._lock:
+                prev, self._installed = self._installed, int(obj)
+                e = self._objects.get(prev) if prev is not None else None
+                if e is not None and e[1] <= 0 and prev != self._installed:
+                    del self._objects[prev]
+
+        def state_current(_fw, obj_p):
+            h = self._installed
+            if h is None or h not in self._objects:
+                # torch's own state object, lent: recap retains it when it keeps it
+                h = self._new_handle(g.graphsafe_get_state(), 0)
+                self._installed = h
+            obj_p[0] = h
+
+        def state_get(_fw, obj, out):
+            t = self.object(obj).get_state()
+            ctypes.memmove(out, t.data_ptr(), _abi.RECAP_STATE_BYTES)
+
+        def state_set(_fw, obj, buf):
+            self.object(obj).set_state(_state_tensor(buf))
+
+        def state_release(_fw, obj):
+            with self._lock:
+                e = self._objects.get(int(obj))
+                if e is not None:
+                    e[1] -= 1
+                    if e[1] <= 0 and int(obj) != self._installed:
+                        del self._objects[int(obj)]
+
+        def state_retain(_fw, obj):
+            self._objects[int(obj)][1] += 1
+
+        def needs_registration(_fw, needs_p):
+            needs_p[0] = 1 if needs_registration() else 0
+
+        fns = {"get_state": get_state, "set_state": set_state, "state_create": state_create,
+               "state_clone": state_clone, "state_install": state_install,
+               "state_current": state_current, "state_get": state_get, "state_set": state_set,
+               "state_retain": state_retain, "needs_registration": needs_registration}
+        ops = _abi.FrameworkOps()
+        ops.version = _abi.RECAP_FRAMEWORK_OPS_VERSION
+        self._name = f"torch.cuda:{self.index}".encode()
+        ops.name = self._name
+        self._callbacks = []  # the table holds C pointers to these: keep them alive
+        for field, ftype in _abi.FrameworkOps._fields_[2:]:
+            if field == "state_release":  # returns nothing; must not raise into C
+                def release(fw, obj, _f=state_release):
+                    try:
+                        _f(fw, obj)
+                    except BaseException:  # noqa: BLE001
+                        pass
+                cb = ftype(release)
+            else:
+                cb = ftype(self._guard(fns[field]))
+            self._callbacks.append(cb)
+            setattr(ops, field, cb)
+        return ops
+
+    def raise_pending(self, err: RecapError) -> None:
+        """Re-raises the exception an operation hit (recap reported it as a status)."""
+        e, self._error = self._error, None
+        if e is not None:
+            raise e from err
+        raise err
+
+
+_generators: Dict[int, TorchGenerator] = {}
+_gen_lock = threading.Lock()
+
+
+def generator(device=None) -> TorchGenerator:
+    """The recap framework generator for torch's default CUDA generator of ``device``."""
+    idx = _device_index(device)
+    with _gen_lock:
+        g = _generators.get(idx)
+        if g is None:
+            g = _generators[idx] = TorchGenerator(idx)
+        return g
+
+
+def needs_registration() -> bool:
+    """Whether this torch rejects a draw from a generator state not registered with the
+    capture ("Attempt to increase offset for a CUDA generator not in capture mode"): torch
+    before 2.14 does; 2.14 registers such states lazily on their first draw."""
+    v = tuple(int(x) for x in torch.__version__.split("+")[0].split(".")[:2])
+    return v < (2, 14)
+
+
+# ------------------------------------------------------------------ registration with graphs
+
+_trackers: "weakref.WeakSet" = weakref.WeakSet()
+
+
+def register_tracker(tracker) -> None:
+    """Makes ``tracker`` (anything with a ``graph_safe_generators()`` method) part of automatic
+    registration: its graph-safe states are registered with every torch graph captured later."""
+    _trackers.add(tracker)
+
+
+def registered_states() -> List[torch.Generator]:
+    """Every live graph-safe state of every registered tracker."""
+    out: List[torch.Generator] = []
+    for t in list(_trackers):
+        out.extend(t.graph_safe_generators())
+    return out
+
+
+def register_with(graph, states: Iterable[torch.Generator]) -> int:
+    n = 0
+    for s in states:
+        graph.register_generator_state(s)
+        n += 1
+    return n
+
+
+_orig_capture_begin = None
+_install_lock = threading.Lock()
+stats = {"graphs": 0, "states_registered": 0}
+
+
+def install() -> None:
+    """Registers tracker states with every torch CUDA graph from now on (idempotent)."""
+    global _orig_capture_begin
+    with _install_lock:
+        if _orig_capture_begin is not None:
+            return
+        cls = torch.cuda.graphs.CUDAGraph
+        orig = cls.capture_begin
+
+        def capture_begin(self, *args, **kwargs):
+            # Outside the capture still: torch's capture_begin primes what is registered.
+            stats["graphs"] += 1
+            stats["states_registered"] += register_with(self, registered_states())
+            return orig(self, *args, **kwargs)
+
+        capture_begin.__wrapped__ = orig
+        capture_begin.__doc__ = orig.__doc__
+        cls.capture_begin = capture_begin
+        _orig_capture_begin = orig
+
+
+def uninstall() -> None:
+    global _orig_capture_begin
+    with _install_lock:
+        if _orig_capture_begin is not None:
+            torch.cuda.graphs.CUDAGraph.capture_begin = _orig_capture_begin
+            _orig_capture_begin = None

@@ -1,0 +1,169 @@
+"""The package's surface without a GPU or torch: recap.megatron has every public name of
+Megatron-Core 0.19's tensor_parallel.random with the same parameters (read from the source, not
+imported), C failures become typed exceptions with recap's message, and recap-run's options."""
+import ast
+import os
+import subprocess
+import sys
+import unittest
+
+import recap
+from recap import _lib
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+PKG = os.path.join(HERE, "..", "recap")
+
+# Megatron-Core 0.19.2, megatron/core/tensor_parallel/random.py: function -> parameters.
+MEGATRON_FUNCTIONS = {
+    "_get_cuda_rng_state": ["device", "clone", "graph_safe"],
+    "_set_cuda_rng_state": ["new_state", "device", "graph_safe"],
+    "convert_cuda_rng_state": ["state", "to_graphable"],
+    "get_expert_parallel_rng_tracker_name": [],
+    "get_data_parallel_rng_tracker_name": [],
+    "get_gtp_remat_rng_tracker_name": ["is_expert"],
+    "initialize_rng_tracker": ["use_te_rng_tracker", "inference_rng_tracker",
+                               "use_cudagraphable_rng", "force_reset"],
+    "get_cuda_rng_tracker": ["use_te_rng_tracker", "inference_rng_tracker",
+                             "use_cudagraphable_rng"],
+    "get_all_rng_states": [],
+    "model_parallel_cuda_manual_seed": ["seed", "te_rng_tracker", "inference_rng_tracker",
+                                        "use_cudagraphable_rng", "tp_rank", "ep_rank",
+                                        "etp_rank", "force_reset_rng"],
+    "is_graph_safe_cuda_rng_tracker": ["cuda_rng_tracker"],
+    "_get_all_rng_states": [],
+    "_set_all_rng_states": ["cpu_rng_state", "cuda_rng_state", "cuda_rng_state_tracker"],
+    "_fork_rng": [],
+    "_set_checkpointing": [],
+    "_unset_checkpointing": [],
+    "is_checkpointing": [],
+    "checkpoint": ["function", "distribute_saved_activations", "*args"],
+}
+MEGATRON_CLASSES = {
+    "CudaRNGStatesTracker": {
+        "__init__": ["self", "use_cudagraphable_rng", "is_inference_rng_tracker"],
+        "is_initialized": ["self"], "reset": ["self"], "get_states": ["self"],
+        "set_states": ["self", "states"], "add": ["self", "name", "seed"],
+        "fork": ["self", "name"]},
+    "CheckpointFunction": {
+        "forward": ["ctx", "run_function", "distribute_saved_activations", "*args"],
+        "backward": ["ctx", "*args"]},
+    "CheckpointWithoutOutputFunction": {
+        "forward": ["ctx", "run_function", "checkpoint_without_output_obj", "*args"],
+        "backward": ["ctx", "*args"]},
+    "CheckpointWithoutOutput": {
+        "__init__": ["self", "fp8"], "checkpoint": ["self", "run_function", "*args"],
+        "discard_output_and_register_recompute": ["self", "hook_tensor"]},
+}
+MEGATRON_GLOBALS = ["_MODEL_PARALLEL_RNG_TRACKER_NAME", "_EXPERT_PARALLEL_RNG_TRACKER_NAME",
+                    "_DATA_PARALLEL_RNG_TRACKER_NAME", "_GTP_REMAT_RNG_TRACKER_NAME",
+                    "_EXPERT_GTP_REMAT_RNG_TRACKER_NAME", "_CUDA_RNG_STATE_TRACKER",
+                    "_CUDA_RNG_STATE_TRACKER_INITIALIZED", "IS_CHECKPOINTING", "HAVE_TE"]
+
+
+def _params(fn):
+    a = fn.args
+    out = [x.arg for x in a.posonlyargs + a.args]
+    if a.vararg:
+        out.append("*" + a.vararg.arg)
+    out += [x.arg for x in a.kwonlyargs]
+    return out
+
+
+def _module_tree(name):
+    with open(os.path.join(PKG, name)) as f:
+        return ast.parse(f.read())
+
+
+class MegatronSurface(unittest.TestCase):
+    def setUp(self):
+        tree = _module_tree("megatron.py")
+        self.functions = {n.name: _params(n) for n in tree.body if isinstance(n, ast.FunctionDef)}
+        self.classes = {n.name: {m.name: _params(m) for m in n.body
+                                 if isinstance(m, ast.FunctionDef)}
+                        for n in tree.body if isinstance(n, ast.ClassDef)}
+        self.assigned = set()
+        for n in ast.walk(tree):
+            if isinstance(n, (ast.Assign, ast.AnnAssign)):
+                for t in (n.targets if isinstance(n, ast.Assign) else [n.target]):
+                    if isinstance(t, ast.Name):
+                        self.assigned.add(t.id)
+
+    def test_every_megatron_function_with_its_parameters(self):
+        for name, params in MEGATRON_FUNCTIONS.items():
+            self.assertIn(name, self.functions, name)
+            self.assertEqual(self.functions[name], params, name)
+
+    def test_every_megatron_class_and_method_with_its_parameters(self):
+        for cls, methods in MEGATRON_CLASSES.items():
+            self.assertIn(cls, self.classes, cls)
+            for m, params in methods.items():
+                self.assertEqual(self.classes[cls].get(m), params, f"{cls}.{m}")
+
+    def test_module_globals_other_modules_read(self):
+        for g in MEGATRON_GLOBALS:
+            self.assertIn(g, self.assigned, g)
+
+    def test_additions_named_by_the_issue(self):
+        for name in ("cudagraph_needs_generator_registration",
+                     "prime_cuda_rng_states_for_graph_capture", "install"):
+            self.assertIn(name, self.functions)
+        self.assertIn("CheckpointWithoutOutputManager", self.classes)
+
+
+class Errors(unittest.TestCase):
+    def test_statuses_become_typed_exceptions_with_recap_message(self):
+        with self.assertRaises(recap.RecapError) as cm:
+            _lib.call("recap_tracker_add", None, b"x", 1)
+        self.assertEqual(cm.exception.status, -1)
+        self.assertEqual(cm.exception.name, "RECAP_ERR_INVALID_ARG")
+        self.assertIn("tracker is NULL", str(cm.exception))
+        self.assertIn("recap_tracker_add", str(cm.exception))
+
+    def test_state_and_not_found_errors_have_their_classes(self):
+        import ctypes
+        from recap import _abi
+        p = _abi.TrackerParams(0, None, _abi.RECAP_DEVICE_HOST, None)
+        t = ctypes.c_void_p()
+        _lib.call("recap_tracker_create", ctypes.byref(p), ctypes.byref(t))
+        try:
+            tok = ctypes.c_uint64()
+            with self.assertRaises(recap.RecapNotFoundError):
+                _lib.call("recap_tracker_fork", t, b"nope", ctypes.byref(tok))
+            with self.assertRaises(recap.RecapStateError) as cm:
+                _lib.call("recap_tracker_unfork", t, 12345)
+            self.assertIn("unfork without an open fork", str(cm.exception))
+        finally:
+            _lib.call("recap_tracker_destroy", t)
+
+    def test_abi_version(self):
+        self.assertEqual(recap.abi_version(), (1, 2))
+
+
+class RecapRun(unittest.TestCase):
+    def run_tool(self, *args):
+        return subprocess.run([sys.executable, "-m", "recap.run", *args], capture_output=True,
+                              text=True, cwd=os.path.join(HERE, ".."))
+
+    def test_help_unknown_option_and_missing_command(self):
+        r = self.run_tool("--help")
+        self.assertEqual(r.returncode, 0)
+        self.assertIn("usage: recap-run", r.stderr)
+        self.assertEqual(r.stdout, "")
+        self.assertEqual(self.run_tool("--bogus").returncode, 2)
+        self.assertEqual(self.run_tool().returncode, 2)
+
+    def test_the_command_runs_preloaded_with_the_autoload_path(self):
+        code = ("import os,sys; print(os.environ['LD_PRELOAD'].split(':')[0]); "
+                "print(sys.path[1] if sys.path[0]=='' else sys.path[0])")
+        r = self.run_tool(sys.executable, "-c", code)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        first, path0 = r.stdout.split()
+        self.assertTrue(os.path.samefile(first, recap.library_path()))
+        self.assertTrue(path0.endswith(os.path.join("recap", "_autoload")), path0)
+        r = self.run_tool("--no-preload", sys.executable, "-c",
+                          "import os; print(os.environ.get('LD_PRELOAD', ''))")
+        self.assertEqual(r.stdout.strip(), "")
+
+
+if __name__ == "__main__":
+    unittest.main()
