@@ -1,0 +1,229 @@
+"""recap.megatron against Megatron-Core's own tensor_parallel.random, on a GPU (scripts/gpu-check).
+
+    python megatron_gpu.py identity   masks, losses and gradients of one script through both
+                                      modules: eager and captured, value and graph-safe
+    python megatron_gpu.py autoreg    a captured step with no register_generator_state anywhere:
+                                      K replays == K eager steps with recap; Megatron's own module
+                                      fails there (the anchor)
+    python megatron_gpu.py bench      fork+exit from Python through both modules, both modes
+
+Both modules are imported side by side (recap.megatron is not installed over Megatron's here);
+each run starts from the same seeds. Exit status 0 when every check holds.
+"""
+import statistics
+import sys
+import time
+
+import torch
+
+import megatron.core.tensor_parallel.random as meg
+import recap.megatron as rec
+
+FAILS = []
+
+
+def check(cond, what):
+    print(("ok    " if cond else "FAIL  ") + what)
+    if not cond:
+        FAILS.append(what)
+
+
+def seed_all(mod, graph_safe, tp, ep):
+    torch.manual_seed(7)
+    mod.model_parallel_cuda_manual_seed(1234, use_cudagraphable_rng=graph_safe, tp_rank=tp,
+                                        ep_rank=ep, etp_rank=0, force_reset_rng=True)
+    return mod.get_cuda_rng_tracker()
+
+
+def ckpt_without_output(mod):
+    # Megatron's CheckpointWithoutOutput(fp8=False) turns fp8 on (needs TE); None means off.
+    return mod.CheckpointWithoutOutput(None if mod is meg else False)
+
+
+def step(mod, graph_safe, x, w1, w2, checkpointed):
+    """A two-layer block: dropout under nested forks, an MLP checkpointed (optionally) with
+    checkpoint() and CheckpointWithoutOutput; returns loss and everything drawn."""
+    t = mod.get_cuda_rng_tracker()
+    out = {}
+    with t.fork(mod._MODEL_PARALLEL_RNG_TRACKER_NAME):
+        out["mask_mp"] = torch.nn.functional.dropout(torch.ones(4096, device="cuda"), 0.1)
+        with t.fork(mod._EXPERT_PARALLEL_RNG_TRACKER_NAME):
+            out["mask_ep"] = torch.nn.functional.dropout(torch.ones(4096, device="cuda"), 0.3)
+            with t.fork(mod._MODEL_PARALLEL_RNG_TRACKER_NAME):
+                out["randn_mp"] = torch.randn(257, device="cuda")
+        out["mask_mp2"] = torch.nn.functional.dropout(torch.ones(4096, device="cuda"), 0.2)
+
+    def layer1(h):
+        with t.fork(mod._MODEL_PARALLEL_RNG_TRACKER_NAME):
+            return torch.nn.functional.dropout(torch.relu(h @ w1), 0.25)
+
+    def layer2(h):
+        return torch.nn.functional.dropout(torch.nn.functional.gelu(h @ w2), 0.15)
+
+    if checkpointed:
+        h = mod.checkpoint(layer1, False, x)
+        c = ckpt_without_output(mod)
+        y = c.checkpoint(layer2, h)
+        loss = (y * y).sum()
+        c.discard_output_and_register_recompute(loss)
+    else:
+        h = layer1(x)
+        y = layer2(h)
+        loss = (y * y).sum()
+    loss.backward()
+    out["loss"] = loss.detach()
+    return out
+
+
+def inputs():
+    g = torch.Generator(device="cuda").manual_seed(11)
+    x = torch.randn(64, 128, device="cuda", generator=g)
+    w1 = torch.randn(128, 256, device="cuda", generator=g, requires_grad=True)
+    w2 = torch.randn(256, 64, device="cuda", generator=g, requires_grad=True)
+    return x, w1, w2
+
+
+def run_eager(mod, graph_safe, tp, ep, checkpointed, steps=3):
+    seed_all(mod, graph_safe, tp, ep)
+    x, w1, w2 = inputs()
+    res = []
+    for _ in range(steps):
+        w1.grad = w2.grad = None
+        o = step(mod, graph_safe, x, w1, w2, checkpointed)
+        o["g1"], o["g2"] = w1.grad.clone(), w2.grad.clone()
+        res.append(o)
+    return res
+
+
+def same(a, b):
+    return all(torch.equal(a[i][k], b[i][k]) for i in range(len(a)) for k in a[i])
+
+
+def identity():
+    for graph_safe in (False, True):
+        mode = "graph-safe" if graph_safe else "value"
+        for tp, ep in ((0, 0), (3, 1), (1, 5)):
+            a = run_eager(meg, graph_safe, tp, ep, checkpointed=False)
+            b = run_eager(rec, graph_safe, tp, ep, checkpointed=False)
+            check(same(a, b), f"identity, eager, {mode}, tp {tp} ep {ep}: masks, randn, losses, "
+                  "gradients equal Megatron's")
+        oracle = run_eager(rec, graph_safe, 1, 0, checkpointed=False)
+        ours = run_eager(rec, graph_safe, 1, 0, checkpointed=True)
+        check(same(oracle, ours), f"checkpoint + CheckpointWithoutOutput, {mode}: recap's "
+              "recompute equals the non-checkpointed run")
+        theirs = run_eager(meg, graph_safe, 1, 0, checkpointed=True)
+        if graph_safe:
+            print(f"info  Megatron's checkpoint, graph-safe: equals the non-checkpointed run: "
+                  f"{same(oracle, theirs)} (its recompute restores state objects that advanced)")
+        else:
+            check(same(theirs, ours), f"checkpoint + CheckpointWithoutOutput, {mode}: equal "
+                  "Megatron's")
+    captured_identity()
+
+
+def captured_forward(mod, register):
+    """A forward with dropout under forks, captured (graph-safe tracker) and replayed 3 times."""
+    seed_all(mod, True, 2, 1)
+    t = mod.get_cuda_rng_tracker()
+    x = torch.ones(8192, device="cuda")
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    g = torch.cuda.CUDAGraph()
+    if register:
+        for st in mod.get_all_rng_states().values():
+            g.register_generator_state(st)
+    with torch.cuda.graph(g, stream=s):
+        with t.fork(mod._MODEL_PARALLEL_RNG_TRACKER_NAME):
+            y1 = torch.nn.functional.dropout(x, 0.5)
+            with t.fork(mod._DATA_PARALLEL_RNG_TRACKER_NAME):
+                y2 = torch.nn.functional.dropout(x, 0.5)
+        y3 = torch.nn.functional.dropout(x, 0.5)
+    outs = []
+    for _ in range(3):
+        g.replay()
+        torch.cuda.synchronize()
+        outs.append({"y1": y1.clone(), "y2": y2.clone(), "y3": y3.clone()})
+    return outs
+
+
+def eager_forward(mod, steps=3):
+    seed_all(mod, True, 2, 1)
+    t = mod.get_cuda_rng_tracker()
+    x = torch.ones(8192, device="cuda")
+    outs = []
+    for _ in range(steps):
+        with t.fork(mod._MODEL_PARALLEL_RNG_TRACKER_NAME):
+            y1 = torch.nn.functional.dropout(x, 0.5)
+            with t.fork(mod._DATA_PARALLEL_RNG_TRACKER_NAME):
+                y2 = torch.nn.functional.dropout(x, 0.5)
+        y3 = torch.nn.functional.dropout(x, 0.5)
+        outs.append({"y1": y1, "y2": y2, "y3": y3})
+    return outs
+
+
+def captured_identity():
+    theirs = captured_forward(meg, register=True)
+    ours = captured_forward(rec, register=False)
+    check(same(theirs, ours), "identity, captured, graph-safe: 3 replays equal Megatron's "
+          "(Megatron registered by hand, recap automatically)")
+
+
+def autoreg():
+    eager = eager_forward(rec)
+    ours = captured_forward(rec, register=False)
+    check(same(eager, ours), "automatic registration: 3 replays of a captured step with no "
+          "register_generator_state equal 3 eager steps")
+    check(not same(ours[:1], ours[1:2]), "automatic registration: replays draw fresh numbers")
+    try:
+        captured_forward(meg, register=False)
+        check(False, "anchor: Megatron's own module without registration should fail")
+    except Exception as e:  # noqa: BLE001 - the anchor's failure is the point
+        print(f"anchor Megatron's own module without registration fails: {type(e).__name__}: "
+              f"{str(e).splitlines()[0]}")
+    torch.cuda.synchronize()
+
+
+def time_forks(mod, graph_safe, n=2000, reps=15):
+    seed_all(mod, graph_safe, 0, 0)
+    t = mod.get_cuda_rng_tracker()
+    name = mod._MODEL_PARALLEL_RNG_TRACKER_NAME
+    for _ in range(200):
+        with t.fork(name):
+            pass
+    samples = []
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        for _ in range(n):
+            with t.fork(name):
+                pass
+        samples.append((time.perf_counter() - t0) / n * 1e6)
+    return statistics.median(samples)
+
+
+def bench():
+    print("| fork+exit from Python | Megatron-Core 0.19.2 us | recap.megatron us | ratio |")
+    print("|---|---:|---:|---:|")
+    for graph_safe in (False, True):
+        m = time_forks(meg, graph_safe)
+        r = time_forks(rec, graph_safe)
+        mode = "graph-safe" if graph_safe else "value"
+        print(f"| {mode} mode | {m:.2f} | {r:.2f} | {r / m:.2f} |")
+
+
+def unmodified():
+    """What a Megatron user's script does (no recap in it): under recap-run the module is
+    recap's, and the captured step needs no registration."""
+    print(f"tensor_parallel.random is {meg.__name__}")
+    check(meg.__name__ == "recap.megatron", "recap-run put recap.megatron in place of Megatron's")
+    eager = eager_forward(meg)
+    check(same(eager, captured_forward(meg, register=False)),
+          "unmodified script: 3 replays of its captured step equal 3 eager steps")
+
+
+if __name__ == "__main__":
+    what = sys.argv[1] if len(sys.argv) > 1 else "identity"
+    {"identity": identity, "autoreg": autoreg, "bench": bench, "unmodified": unmodified}[what]()
+    if FAILS:
+        print(f"megatron_gpu {what}: {len(FAILS)} check(s) failed")
+        sys.exit(1)
+    print(f"megatron_gpu {what}: all checks hold")
