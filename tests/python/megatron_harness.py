@@ -31,5 +31,20 @@ def pytest_configure(config):
                                     world_size=Utils.world_size)
 
     Utils.initialize_distributed = staticmethod(initialize_distributed)
+
+    # Gloo groups cannot be made over the fake store: Megatron's own switch turns them off.
+    import megatron.core.parallel_state as ps
+
+    init = ps.initialize_model_parallel
+
+    def initialize_model_parallel(*args, **kwargs):
+        kwargs.setdefault("create_gloo_process_groups", False)
+        return init(*args, **kwargs)
+
+    ps.initialize_model_parallel = initialize_model_parallel
     import megatron.core.tensor_parallel.random as r
-    print(f"megatron_harness: tensor_parallel.random is {r.__name__} ({r.__file__})")
+    import sys
+    sys.stderr.write(f"megatron_harness: tensor_parallel.random is {r.__name__}\n")
+    want = "recap.megatron" if os.environ.get("RECAP_MEGATRON") == "1" else \
+        "megatron.core.tensor_parallel.random"
+    assert r.__name__ == want, f"the module under test is {r.__name__}, not {want}"
