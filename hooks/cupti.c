@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * CUPTI front end: for hosts that dlopen librecap (a framework plugin) and for
  * CUDA_INJECTION64_PATH. One subscriber, with only the callback ids recap needs enabled (with

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * CUDA_INJECTION64_PATH=librecap.so: the driver loads librecap at cuInit and calls
  * InitializeInjection, where recap subscribes to CUPTI. When librecap is also preloaded, the

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # RECAP_CHECK_CUDA: find the CUDA toolkit (headers, nvcc, bin2c; cuRAND as a test reference).
 # librecap never links libcuda or cudart: it needs only cuda.h at build time and nvcc for its
 # own kernels, and dlopens the driver at run time (as libfabric's --enable-cuda-dlopen does).

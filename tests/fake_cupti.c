@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * A fake libcupti for CI, where the real one cannot subscribe (no GPU): the four entry points
  * recap resolves, one subscriber, and the callbacks it enabled. The test plays what the real

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The CUPTI front end (hooks/cupti.c) without a GPU: recap subscribes to a fake libcupti
  * (tests/fake_cupti.c, found through RECAP_CUPTI_PATH) and each test plays what the real CUPTI

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * fork() of a process using recap: while another thread keeps taking recap's module locks (the
  * slot registry, the default tracker, the graph maps, a generator's own lock) and holds a capture

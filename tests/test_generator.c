@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Generator state, reservation and the error plumbing of the ABI. */
 #include "config.h"
 

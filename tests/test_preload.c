@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The LD_PRELOAD front end against the CUDA test double: a host that finds the driver through
  * dlsym/cuGetProcAddress (tests/preload_client.c) is hooked when librecap is preloaded (its

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * recap-probe, run as a subprocess the way an engineer runs it: without a CUDA driver (every
  * device check not applicable, host checks pass, exit 0), against the CUDA test double in CI or

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Helpers shared by the Check suites. */
 #ifndef RECAP_TESTUTIL_H
 #define RECAP_TESTUTIL_H

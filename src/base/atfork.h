@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * fork() of a process using recap. src/base/atfork.c registers one set of handlers: before the
  * fork the forking thread takes every module-wide lock, in one order (the order the modules nest

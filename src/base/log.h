@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* stderr logging, silent unless RECAP_LOG=warn|info|debug asks. recap never prints to stdout. */
 #ifndef RECAP_BASE_LOG_H
 #define RECAP_BASE_LOG_H

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // recap's bulk-fill kernels, compiled by nvcc into the fatbin embedded in librecap and loaded
 // through the driver API (cuModuleLoadData). extern "C" keeps the names unmangled for
 // cuModuleGetFunction. The parameter is __grid_constant__: the eager bodies read the round keys

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * A checkpoint's backward: the inputs read back (the distributed one gathered whole again), the
  * function re-run with the forward's random numbers into new output buffers, which the host

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Rebuilding a released region: its inputs read back from the host's saved buffers, the
  * function re-run with the forward's random numbers into new buffers, whose storage the released

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Releasing a region's outputs: their storage is freed through the host while the handles (and
  * every view of them) stay valid, and a trigger is armed to rebuild them. Outputs sharing storage

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * recap-probe: tells an engineer, before a long training job, what this machine's CUDA stack
  * does with graph capture and RNG. The checks live in librecap (recap_probe_run); this tool

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * recap-selfcheck: prints what recap finds on this machine (library, driver, devices) and runs a
  * fill on the host and on each device, checking the device words against the host's.
