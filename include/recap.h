@@ -13,6 +13,7 @@
 #include <stdint.h>
 
 #include "recap/philox.h"
+#include "recap/version.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -45,7 +46,8 @@ typedef enum recap_status {
     RECAP_ERR_BUSY = -17             /* resource held by someone else (e.g. CUPTI) */
 } recap_status_t;
 
-/* (major << 16) | minor of the ABI this library implements. */
+/* (major << 16) | minor of the ABI this library implements. recap_version_string() is the
+ * library's RECAP_VERSION_STRING (recap/version.h has the headers' own). */
 RECAP_API int recap_abi_version(void);
 RECAP_API const char *recap_version_string(void);
 /* Text for a status; never NULL. */

@@ -534,6 +534,46 @@ START_TEST(help_exits_0_and_describes_every_check)
 }
 END_TEST
 
+/* A text tag as roff prints it in bold: each '-' escaped. */
+static void roff_tag(const char *tag, size_t len, char *buf, size_t cap)
+{
+    size_t i, n = (size_t)snprintf(buf, cap, "\\fB");
+
+    for (i = 0; i < len && n + 4 < cap; i++) {
+        if (tag[i] == '-')
+            buf[n++] = '\\';
+        buf[n++] = tag[i];
+    }
+    snprintf(buf + n, cap - n, "\\fR");
+}
+
+/* --help and --man print one manual: each heading of the text is a .SH of the roff, each option
+ * and check a bold .TP tag, so the installed man page cannot say something --help does not. */
+START_TEST(man_page_has_the_sections_options_and_checks_of_help)
+{
+    int status, items = 0;
+    char *text = probe(NO_DRIVER, "--help", 0, &status), *line, *save = NULL;
+    char *roff = probe(NO_DRIVER, "--man", 0, &status), want[256];
+
+    ck_assert_int_eq(status, 0);
+    ck_assert_msg(strncmp(roff, ".TH RECAP-PROBE 1 ", 18) == 0, "%.80s", roff);
+    for (line = strtok_r(text, "\n", &save); line != NULL; line = strtok_r(NULL, "\n", &save)) {
+        if (line[0] >= 'A' && line[0] <= 'Z' && strchr(line, '(') == NULL) {
+            snprintf(want, sizeof(want), ".SH %s\n", line);
+            ck_assert_msg(strstr(roff, want) != NULL, "no %s", want);
+        } else if (strncmp(line, "    ", 4) == 0 && line[4] != ' ' && strstr(line + 4, "  ")) {
+            /* "    TAG   text": an option, a check, a variable or an exit status */
+            roff_tag(line + 4, (size_t)(strstr(line + 4, "  ") - (line + 4)), want, sizeof(want));
+            ck_assert_msg(strstr(roff, want) != NULL, "no %s in the man page", want);
+            items++;
+        }
+    }
+    ck_assert_int_ge(items, 15);
+    free(text);
+    free(roff);
+}
+END_TEST
+
 /* ---------------------------------------------------------------- with a driver */
 
 /* RECAP_CUDA_DRIVER as the suite runs: the test double in CI, the real driver on the GPU
@@ -725,6 +765,7 @@ int main(void)
     tcase_add_test(tc, unknown_check_exits_2_naming_the_checks);
     tcase_add_test(tc, bad_usage_exits_2);
     tcase_add_test(tc, help_exits_0_and_describes_every_check);
+    tcase_add_test(tc, man_page_has_the_sections_options_and_checks_of_help);
     tcase_add_test(tc, with_driver_driver_and_devices_pass);
     /* --run preloads librecap into other programs: not with a sanitizer-built librecap
      * (scripts/ci-sanitize sets RECAP_TEST_NO_PRELOAD), whose runtime must come first. */

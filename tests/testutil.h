@@ -27,6 +27,9 @@ uint64_t tu_rand_offset(void);
     } while (0)
 #define ck_assert_ok(expr) ck_assert_status((expr), RECAP_OK)
 
+/* Runs `cmd` through the shell: what it printed on stdout (free it) and its exit status. */
+char *tu_shell(const char *cmd, int *status_p);
+
 /* Runs the suite and returns the process exit status. */
 int tu_run(Suite *s);
 

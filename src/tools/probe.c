@@ -18,46 +18,15 @@
 #include <unistd.h>
 
 #include "recap.h"
+#include "tools/manual.h"
 
 #define EXIT_USAGE 2
-#define WIDTH 100   /* wrap column of the table and the manual */
 #define NAME_COL 16 /* the table's detail starts at NAME_COL + RESULT_COL */
 #define RESULT_COL 8
 
 extern char **environ;
 
 /* ---------------------------------------------------------------- output helpers */
-
-/* Prints text from column `col`, wrapping at spaces to WIDTH and indenting continuation lines
- * to `indent`; ends the line. */
-static void wrapped(const char *text, int col, int indent)
-{
-    const char *p = text;
-
-    while (*p != '\0') {
-        int room = WIDTH - col, len = (int)strcspn(p, " ");
-
-        if (len > room && col > indent) {
-            printf("\n%*s", indent, "");
-            col = indent;
-            continue;
-        }
-        printf("%.*s", len, p);
-        col += len;
-        p += len;
-        if (*p == ' ') {
-            p++;
-            if (*p != '\0' && col + 1 + (int)strcspn(p, " ") <= WIDTH) {
-                putchar(' ');
-                col++;
-            } else if (*p != '\0') {
-                printf("\n%*s", indent, "");
-                col = indent;
-            }
-        }
-    }
-    putchar('\n');
-}
 
 /* A JSON string literal (UTF-8 passes through; control characters are escaped). */
 static void json_string(const char *s)
@@ -82,61 +51,65 @@ static void json_string(const char *s)
 
 /* ---------------------------------------------------------------- the manual */
 
-static void help(void)
+static void manual(man_format_t format)
 {
     const recap_probe_check_info_t *checks;
     size_t i, n = 0;
+    man_t m;
 
     recap_probe_checks(&checks, &n);
-    printf("RECAP-PROBE(1)\n\nNAME\n"
-           "    recap-probe - what this machine's CUDA stack does with graph capture and RNG\n\n"
-           "SYNOPSIS\n"
-           "    recap-probe [--json] [--check NAME]...\n"
-           "    recap-probe [--json] --run [--] COMMAND [ARG]...\n"
-           "    recap-probe --help | --version\n\nDESCRIPTION\n");
-    printf("    ");
-    wrapped("Runs recap's checks in this process, on the driver, runtime and devices a job "
-            "started here would get, and prints a table (check, result, detail) or, with "
-            "--json, one JSON document. Results are PASS, FAIL (the detail says why) or N/A "
-            "(not applicable: no CUDA driver, device, library or entry point). Without a GPU "
-            "or CUDA driver the device checks are N/A and the host checks still run.", 4, 4);
-    printf("\n    ");
-    wrapped("With --run, runs COMMAND with recap preloaded (LD_PRELOAD=the librecap.so this tool "
-            "uses, before any LD_PRELOAD already set) and RECAP_REPORT=a temporary file, waits "
-            "for it, and prints what recap saw in it by its exit: the interception front end, "
-            "captures, graphs drawing random numbers, their launches, launches that rewrote "
-            "device slots, generator states primed and RNG records still live. The command's "
-            "own output goes where it would; recap-probe's comes after it (with --json, as the "
-            "last line). Every process that loads librecap adds its report at its exit: for a "
-            "command that starts others the counts are summed over them (\"processes\" says how "
-            "many reported) and other values are the last one's to exit.", 4, 4);
-    printf("\nOPTIONS\n"
-           "    --check NAME  Run only this check; repeat, or give NAME,NAME..., for more\n"
-           "                  (default: all).\n"
-           "    --json        Print one JSON document instead of the table.\n"
-           "    --run         Run COMMAND under recap's preload hooks and report (see above).\n"
-           "    -h, --help    Print this manual.\n"
-           "    --version     Print recap's version and ABI.\n\nCHECKS\n");
-    for (i = 0; i < n; i++) {
-        printf("    %-16s", checks[i].name);
-        wrapped(checks[i].summary, 20, 20);
-    }
-    printf("\nENVIRONMENT\n"
-           "    RECAP_CUDA_DRIVER  The CUDA driver library to load instead of libcuda.so.1.\n"
-           "    RECAP_LOG          warn, info or debug: recap's log, on stderr.\n"
-           "    RECAP_PROBE_FAIL   Test only: checks to fail on purpose, comma-separated\n"
-           "                       (philox: flips a bit of one host-fill word).\n"
-           "\nEXIT STATUS\n"
-           "    0  every check passed or was not applicable\n"
-           "    1  a check failed (or the checks could not run)\n"
-           "    2  usage error (unknown option or check name)\n"
-           "    With --run: COMMAND's exit status; 128+N when a signal N ended it; 127 when it\n"
-           "    could not be started.\n"
-           "\nEXAMPLES\n"
-           "    recap-probe\n"
-           "    recap-probe --check philox --check replay\n"
-           "    recap-probe --json > probe.json\n"
-           "    recap-probe --run -- python train.py --steps 20\n");
+    man_begin(&m, stdout, format, "recap-probe", "1", recap_version_string(),
+              "what this machine's CUDA stack does with graph capture and RNG");
+    man_section(&m, "SYNOPSIS");
+    man_lines(&m, "recap-probe [--json] [--check NAME]...\n"
+                  "recap-probe [--json] --run [--] COMMAND [ARG]...\n"
+                  "recap-probe --help | --man | --version");
+    man_section(&m, "DESCRIPTION");
+    man_para(&m, "Runs recap's checks in this process, on the driver, runtime and devices a job "
+             "started here would get, and prints a table (check, result, detail) or, with "
+             "--json, one JSON document. Results are PASS, FAIL (the detail says why) or N/A "
+             "(not applicable: no CUDA driver, device, library or entry point). Without a GPU "
+             "or CUDA driver the device checks are N/A and the host checks still run.");
+    man_para(&m, "With --run, runs COMMAND with recap preloaded (LD_PRELOAD=the librecap.so this "
+             "tool uses, before any LD_PRELOAD already set) and RECAP_REPORT=a temporary file, "
+             "waits for it, and prints what recap saw in it by its exit: the interception front "
+             "end, captures, graphs drawing random numbers, their launches, launches that "
+             "rewrote device slots, generator states primed and RNG records still live. The "
+             "command's own output goes where it would; recap-probe's comes after it (with "
+             "--json, as the last line). Every process that loads librecap adds its report at its "
+             "exit: for a command that starts others the counts are summed over them "
+             "(\"processes\" says how many reported) and other values are the last one's to "
+             "exit.");
+    man_section(&m, "OPTIONS");
+    man_item(&m, "--check NAME", "Run only this check; repeat, or give NAME,NAME..., for more "
+             "(default: all).");
+    man_item(&m, "--json", "Print one JSON document instead of the table.");
+    man_item(&m, "--run", "Run COMMAND under recap's preload hooks and report (see above).");
+    man_item(&m, "-h, --help", "Print this manual.");
+    man_item(&m, "--man", "Print this manual as a man page (roff): the recap-probe.1 make "
+             "installs.");
+    man_item(&m, "--version", "Print recap's version and ABI.");
+    man_section(&m, "CHECKS");
+    for (i = 0; i < n; i++)
+        man_item(&m, checks[i].name, checks[i].summary);
+    man_section(&m, "ENVIRONMENT");
+    man_item(&m, "RECAP_CUDA_DRIVER", "The CUDA driver library to load instead of libcuda.so.1.");
+    man_item(&m, "RECAP_LOG", "warn, info or debug: recap's log, on stderr.");
+    man_item(&m, "RECAP_PROBE_FAIL", "Test only: checks to fail on purpose, comma-separated "
+             "(philox: flips a bit of one host-fill word).");
+    man_section(&m, "EXIT STATUS");
+    man_item(&m, "0", "every check passed or was not applicable");
+    man_item(&m, "1", "a check failed (or the checks could not run)");
+    man_item(&m, "2", "usage error (unknown option or check name)");
+    man_para(&m, "With --run: COMMAND's exit status; 128+N when a signal N ended it; 127 when it "
+             "could not be started.");
+    man_section(&m, "EXAMPLES");
+    man_lines(&m, "recap-probe\n"
+                  "recap-probe --check philox --check replay\n"
+                  "recap-probe --json > probe.json\n"
+                  "recap-probe --run -- python train.py --steps 20");
+    man_section(&m, "SEE ALSO");
+    man_para(&m, "recap-selfcheck(1)");
 }
 
 static int usage_error(const char *fmt, const char *arg)
@@ -153,13 +126,14 @@ static void print_table(const recap_probe_result_t *r, size_t n)
 {
     static const char *const shown[] = {"PASS", "FAIL", "N/A"};
     size_t i, counts[3] = {0, 0, 0};
+    int width = tool_term_width(); /* 0 (no wrapping) when stdout is not a terminal */
 
     printf("recap %s: %zu check%s\n\n%-*s%-*s%s\n", recap_version_string(), n, n == 1 ? "" : "s",
            NAME_COL, "CHECK", RESULT_COL, "RESULT", "DETAIL");
     for (i = 0; i < n; i++) {
         counts[r[i].status]++;
         printf("%-*s%-*s", NAME_COL, r[i].name, RESULT_COL, shown[r[i].status]);
-        wrapped(r[i].detail, NAME_COL + RESULT_COL, NAME_COL + RESULT_COL);
+        tool_wrap(stdout, r[i].detail, NAME_COL + RESULT_COL, NAME_COL + RESULT_COL, width);
     }
     printf("\n%zu passed, %zu failed, %zu not applicable\n", counts[RECAP_PROBE_PASS],
            counts[RECAP_PROBE_FAIL], counts[RECAP_PROBE_NA]);
@@ -555,7 +529,8 @@ int main(int argc, char **argv)
     static const struct option opts[] = {
         {"check", required_argument, NULL, 'c'}, {"json", no_argument, NULL, 'j'},
         {"run", no_argument, NULL, 'r'},         {"help", no_argument, NULL, 'h'},
-        {"version", no_argument, NULL, 'V'},     {NULL, 0, NULL, 0},
+        {"version", no_argument, NULL, 'V'},     {"man", no_argument, NULL, 'm'},
+        {NULL, 0, NULL, 0},
     };
     char *only = NULL;
     int c, json = 0, run = 0, rc = -1;
@@ -572,7 +547,8 @@ int main(int argc, char **argv)
         }
         case 'j': json = 1; break;
         case 'r': run = 1; break;
-        case 'h': help(); rc = EXIT_SUCCESS; break;
+        case 'h': manual(MAN_TEXT); rc = EXIT_SUCCESS; break;
+        case 'm': manual(MAN_ROFF); rc = EXIT_SUCCESS; break;
         case 'V':
             printf("recap-probe (recap %s, ABI %d.%d)\n", recap_version_string(),
                    recap_abi_version() >> 16, recap_abi_version() & 0xffff);
