@@ -20,6 +20,7 @@
 
 #include "base/atfork.h"
 #include "base/dl.h"
+#include "base/env.h"
 #include "base/error.h"
 #include "base/log.h"
 #include "hooks/events.h"
@@ -204,15 +205,19 @@ static recap_status_t load_cupti(void)
 {
     static const char *const names[] = {"libcupti.so.13", "libcupti.so.12", "libcupti.so",
                                         "/usr/local/cuda/lib64/libcupti.so"};
-    const char *env = getenv("RECAP_CUPTI_PATH");
+    const char *env = recap__env("RECAP_CUPTI_PATH");
     size_t i;
 
     if (cupti_lib != NULL)
         return RECAP_OK;
     for (i = 0; i < 2 && cupti_lib == NULL; i++)
         cupti_lib = dlopen(names[i], RTLD_NOW | RTLD_NOLOAD);
-    if (cupti_lib == NULL && env != NULL && *env != '\0')
+    if (cupti_lib == NULL && env != NULL) {
         cupti_lib = dlopen(env, RTLD_NOW | RTLD_LOCAL);
+        if (cupti_lib == NULL)
+            recap__env_warn("RECAP_CUPTI_PATH", "RECAP_CUPTI_PATH=%s: cannot load it (%s); "
+                            "trying libcupti.so.13, .12 and libcupti.so", env, dlerror());
+    }
     for (i = 0; i < sizeof(names) / sizeof(names[0]) && cupti_lib == NULL; i++)
         cupti_lib = dlopen(names[i], RTLD_NOW | RTLD_LOCAL);
     if (cupti_lib == NULL)

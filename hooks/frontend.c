@@ -13,6 +13,7 @@
 
 #include "base/atfork.h"
 #include "base/dl.h"
+#include "base/env.h"
 #include "base/error.h"
 #include "base/log.h"
 #include "driver/driver.h"
@@ -23,25 +24,12 @@ static _Thread_local int depth;
 
 recap_hooks_cfg_t recap__hooks_config(void)
 {
+    /* In the order of recap_hooks_cfg_t. */
+    static const char *const choices[] = {"auto", "preload", "cupti", "off", NULL};
     static int cfg = -1;
-    const char *s;
 
-    if (cfg >= 0)
-        return (recap_hooks_cfg_t)cfg;
-    s = getenv("RECAP_HOOKS");
-    if (s == NULL || *s == '\0' || strcmp(s, "auto") == 0)
-        cfg = RECAP_HOOKS_CFG_AUTO;
-    else if (strcmp(s, "preload") == 0)
-        cfg = RECAP_HOOKS_CFG_PRELOAD;
-    else if (strcmp(s, "cupti") == 0)
-        cfg = RECAP_HOOKS_CFG_CUPTI;
-    else if (strcmp(s, "off") == 0)
-        cfg = RECAP_HOOKS_CFG_OFF;
-    else {
-        cfg = RECAP_HOOKS_CFG_AUTO;
-        recap__log(RECAP_LOG_WARN, "RECAP_HOOKS=%s not understood (auto|preload|cupti|off): "
-                   "using auto", s);
-    }
+    if (cfg < 0)
+        cfg = recap__env_choice("RECAP_HOOKS", choices, RECAP_HOOKS_CFG_AUTO, RECAP_HOOKS_CFG_AUTO);
     return (recap_hooks_cfg_t)cfg;
 }
 

@@ -219,7 +219,8 @@ RECAP_API recap_status_t recap_graph_exec_destroy(recap_graph_exec_t exec);
  * (interposed runtime and driver graph entry points, plus dlsym/cuGetProcAddress so statically
  * linked cudart is seen too), a CUPTI callback subscriber installed by a host that dlopens recap,
  * or CUDA_INJECTION64_PATH=librecap.so. Exactly one reports events. RECAP_HOOKS=auto (default),
- * preload, cupti or off chooses; RECAP_LOG=warn|info|debug logs to stderr. RECAP_REPORT=FILE
+ * preload, cupti or off chooses; RECAP_LOG=warn|info|debug logs to stderr (or RECAP_LOG_FILE;
+ * README lists every variable). RECAP_REPORT=FILE
  * writes what recap saw (one JSON line: front end, captures, graphs, launches, states primed) at
  * exit, appended to FILE so processes sharing it keep each other's lines; "%p" in FILE is the
  * pid, one file per process.

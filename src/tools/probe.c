@@ -94,7 +94,11 @@ static void manual(man_format_t format)
         man_item(&m, checks[i].name, checks[i].summary);
     man_section(&m, "ENVIRONMENT");
     man_item(&m, "RECAP_CUDA_DRIVER", "The CUDA driver library to load instead of libcuda.so.1.");
-    man_item(&m, "RECAP_LOG", "warn, info or debug: recap's log, on stderr.");
+    man_item(&m, "RECAP_LOG", "warn, info or debug: recap's log, on stderr (lines as "
+             "NCCL_DEBUG's: HOST:PID:TID [RANK] recap LEVEL message).");
+    man_item(&m, "RECAP_LOG_FILE", "The log's file instead of stderr (%h: host name, %p: "
+             "process id).");
+    man_item(&m, "RECAP_LOG_TIME", "1: each log line starts with the UTC time.");
     man_item(&m, "RECAP_PROBE_FAIL", "Test only: checks to fail on purpose, comma-separated "
              "(philox: flips a bit of one host-fill word).");
     man_section(&m, "EXIT STATUS");
