@@ -221,9 +221,9 @@ RECAP_API recap_status_t recap_graph_exec_destroy(recap_graph_exec_t exec);
  * or CUDA_INJECTION64_PATH=librecap.so. Exactly one reports events. RECAP_HOOKS=auto (default),
  * preload, cupti or off chooses; RECAP_LOG=warn|info|debug logs to stderr (or RECAP_LOG_FILE;
  * README lists every variable). RECAP_REPORT=FILE
- * writes what recap saw (one JSON line: front end, captures, graphs, launches, states primed) at
- * exit, appended to FILE so processes sharing it keep each other's lines; "%p" in FILE is the
- * pid, one file per process.
+ * writes what recap saw (one JSON line: version, time, host, pid, rank, front end, captures,
+ * graphs, launches, states primed) at exit, appended to FILE so processes sharing it keep each
+ * other's lines; "%p" in FILE is the pid, one file per process, "%h" the host name.
  */
 typedef enum recap_hooks {
     RECAP_HOOKS_NONE = 0,

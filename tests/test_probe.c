@@ -6,10 +6,13 @@
  * parser, --check, usage errors, forced failure, --run; and the library API behind it.
  * Outcomes of GPU behaviour are not asserted here: they differ between the double and drivers.
  */
+#define _GNU_SOURCE /* strptime, timegm */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "testutil.h"
 
@@ -251,6 +254,16 @@ static const json_t *jget(const json_t *obj, const char *key)
             return obj->items[i];
     ck_abort_msg("no member \"%s\"", key);
     return NULL;
+}
+
+static int jhas(const json_t *obj, const char *key)
+{
+    size_t i;
+
+    for (i = 0; i < obj->n; i++)
+        if (strcmp(obj->keys[i], key) == 0)
+            return 1;
+    return 0;
 }
 
 static const char *jstr(const json_t *obj, const char *key)
@@ -659,6 +672,10 @@ START_TEST(run_reports_what_recap_saw)
     for (i = 0; i < sizeof(fields) / sizeof(fields[0]); i++)
         jget(report, fields[i]);
     ck_assert_int_eq((int)jnum(report, "captures"), 0);
+    ck_assert_str_eq(jstr(report, "recap"), recap_version_string());
+    /* the fields naming one process stay in the report file, out of the summary */
+    ck_assert(!jhas(report, "pid") && !jhas(report, "host") && !jhas(report, "rank") &&
+              !jhas(report, "time"));
     jfree(doc);
 }
 END_TEST
@@ -711,6 +728,129 @@ START_TEST(run_sums_the_counts_of_its_processes)
                          2 * (int)jnum(jget(one, "report"), counts[i]));
     jfree(one);
     jfree(two);
+}
+END_TEST
+
+/* ---------------------------------------------------------------- RECAP_REPORT itself */
+
+/* The report lines in `path`, each parsed; *n_p of them. */
+static json_t **report_lines(const char *path, size_t *n_p)
+{
+    FILE *f = fopen(path, "r");
+    char line[4096];
+    json_t **lines = calloc(16, sizeof(*lines));
+    size_t n = 0;
+
+    ck_assert_msg(f != NULL, "no report %s", path);
+    while (fgets(line, sizeof(line), f) != NULL && n < 16) {
+        ck_assert_msg(strchr(line, '\n') != NULL, "a line cut or without newline: %s", line);
+        lines[n] = json_parse(line);
+        ck_assert_msg(lines[n] != NULL && lines[n]->type == J_OBJ, "not JSON: %s", line);
+        n++;
+    }
+    fclose(f);
+    *n_p = n;
+    return lines;
+}
+
+static void free_lines(json_t **lines, size_t n)
+{
+    while (n-- > 0)
+        jfree(lines[n]);
+    free(lines);
+}
+
+/* recap-selfcheck --version loads librecap and exits normally: one report line. */
+static void write_report(const char *env, const char *path)
+{
+    char cmd[1024];
+    int status;
+    char *out;
+
+    snprintf(cmd, sizeof(cmd), "env -u RANK -u OMPI_COMM_WORLD_RANK -u SLURM_PROCID -u PMI_RANK "
+             "%s RECAP_REPORT=%s src/tools/recap-selfcheck --version >/dev/null", env, path);
+    out = tu_shell(cmd, &status);
+    ck_assert_int_eq(status, 0);
+    free(out);
+}
+
+START_TEST(report_line_says_whose_it_is)
+{
+    char dir[] = "/tmp/recap-report-XXXXXX", spec[128], path[512], host[256];
+    struct tm tm = {0};
+    json_t **lines;
+    size_t n;
+    long pid;
+    const char *rest;
+    FILE *ls;
+
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    snprintf(spec, sizeof(spec), "%s/r.%%h.%%p", dir);
+    write_report("RANK=4", spec);
+    ck_assert_int_eq(gethostname(host, sizeof(host)), 0);
+    snprintf(path, sizeof(path), "ls %s", dir);
+    ls = popen(path, "r");
+    ck_assert_ptr_nonnull(ls);
+    ck_assert_ptr_nonnull(fgets(spec, sizeof(spec), ls));
+    pclose(ls);
+    spec[strcspn(spec, "\n")] = '\0';
+    snprintf(path, sizeof(path), "r.%s.%%ld", host);
+    ck_assert_msg(sscanf(spec, path, &pid) == 1, "file %s", spec);
+    snprintf(path, sizeof(path), "%s/%s", dir, spec);
+    lines = report_lines(path, &n);
+    ck_assert_uint_eq(n, 1);
+    ck_assert_str_eq(jstr(lines[0], "recap"), recap_version_string());
+    ck_assert_str_eq(jstr(lines[0], "host"), host);
+    ck_assert_int_eq((long)jnum(lines[0], "pid"), pid);
+    ck_assert_int_eq((int)jnum(lines[0], "rank"), 4);
+    ck_assert_str_eq(jstr(lines[0], "hooks"), "none");
+    ck_assert_int_eq((int)jnum(lines[0], "captures"), 0);
+    rest = strptime(jstr(lines[0], "time"), "%Y-%m-%dT%H:%M:%S", &tm);
+    ck_assert_msg(rest != NULL && strlen(rest) == 8 && rest[7] == 'Z', "%s",
+                  jstr(lines[0], "time"));
+    ck_assert_int_le(labs((long)(timegm(&tm) - time(NULL))), 60);
+    free_lines(lines, n);
+    unlink(path);
+    rmdir(dir);
+}
+END_TEST
+
+/* Ranks sharing one file append a whole line each; no rank known is null. */
+START_TEST(report_lines_of_ranks_sharing_a_file_append)
+{
+    char dir[] = "/tmp/recap-report-XXXXXX", path[512];
+    json_t **lines;
+    size_t n;
+
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    snprintf(path, sizeof(path), "%s/all.jsonl", dir);
+    write_report("OMPI_COMM_WORLD_RANK=0", path);
+    write_report("SLURM_PROCID=1", path);
+    write_report("", path);
+    lines = report_lines(path, &n);
+    ck_assert_uint_eq(n, 3);
+    ck_assert_int_eq((int)jnum(lines[0], "rank"), 0);
+    ck_assert_int_eq((int)jnum(lines[1], "rank"), 1);
+    ck_assert_int_eq(jget(lines[2], "rank")->type, J_NULL);
+    ck_assert_int_ne((int)jnum(lines[0], "pid"), (int)jnum(lines[1], "pid"));
+    free_lines(lines, n);
+    unlink(path);
+    rmdir(dir);
+}
+END_TEST
+
+START_TEST(unwritable_report_warns_once_on_stderr)
+{
+    int status;
+    char *err = tu_shell("RECAP_REPORT=/nonexistent/dir/report.json src/tools/recap-selfcheck "
+                         "--version 2>&1 >/dev/null", &status);
+
+    ck_assert_int_eq(status, 0);
+    ck_assert_msg(strstr(err, " recap WARN RECAP_REPORT=/nonexistent/dir/report.json: cannot "
+                         "open /nonexistent/dir/report.json: No such file or directory; no "
+                         "report written\n") != NULL, "%s", err);
+    ck_assert_ptr_eq(strchr(err, '\n') + 1, err + strlen(err)); /* one line */
+    free(err);
 }
 END_TEST
 
@@ -776,6 +916,9 @@ int main(void)
         tcase_add_test(tc, run_of_several_processes_reports_them_together);
         tcase_add_test(tc, run_sums_the_counts_of_its_processes);
     }
+    tcase_add_test(tc, report_line_says_whose_it_is);
+    tcase_add_test(tc, report_lines_of_ranks_sharing_a_file_append);
+    tcase_add_test(tc, unwritable_report_warns_once_on_stderr);
     tcase_add_test(tc, api_rejects_unknown_names_and_runs_nothing);
     tcase_add_test(tc, api_runs_a_named_check_once);
     suite_add_tcase(s, tc);

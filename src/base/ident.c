@@ -3,9 +3,11 @@
 #include "config.h"
 
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "base/ident.h"
@@ -55,4 +57,19 @@ int recap__ident_rank(void)
 {
     pthread_once(&once, ident_init);
     return rank;
+}
+
+const char *recap__ident_time(char *buf, size_t len)
+{
+    struct timespec ts;
+    struct tm tm;
+    size_t n;
+
+    buf[0] = '\0';
+    if (clock_gettime(CLOCK_REALTIME, &ts) != 0 || gmtime_r(&ts.tv_sec, &tm) == NULL)
+        return buf;
+    n = strftime(buf, len, "%Y-%m-%dT%H:%M:%S", &tm);
+    if (n > 0)
+        snprintf(buf + n, len - n, ".%06ldZ", ts.tv_nsec / 1000);
+    return buf;
 }

@@ -7,9 +7,14 @@
 #ifndef RECAP_BASE_IDENT_H
 #define RECAP_BASE_IDENT_H
 
+#include <stddef.h>
+
 const char *recap__ident_host(void);
 long recap__ident_tid(void);
 /* -1 when no launcher variable holds a rank. */
 int recap__ident_rank(void);
+/* The time now, UTC, ISO 8601 to the microsecond ("2025-01-31T12:00:00.123456Z"); buf holds at
+ * least 32 bytes. Returns buf ("" when the clock cannot be read). */
+const char *recap__ident_time(char *buf, size_t len);
 
 #endif

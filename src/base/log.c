@@ -8,7 +8,6 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "base/env.h"
@@ -102,15 +101,11 @@ static int sink(void)
 static int prefix(char *buf, size_t len, int level)
 {
     static const char *const names[] = {"", "WARN", "INFO", "DEBUG"};
-    struct timespec ts;
-    struct tm tm;
-    char rank[24] = "";
+    char rank[24] = "", when[40];
     int n = 0;
 
-    if (log_time && clock_gettime(CLOCK_REALTIME, &ts) == 0 && gmtime_r(&ts.tv_sec, &tm)) {
-        n = (int)strftime(buf, len, "%Y-%m-%dT%H:%M:%S", &tm);
-        n += snprintf(buf + n, len - (size_t)n, ".%06ldZ ", ts.tv_nsec / 1000);
-    }
+    if (log_time && *recap__ident_time(when, sizeof(when)) != '\0')
+        n = snprintf(buf, len, "%s ", when);
     if (recap__ident_rank() >= 0)
         snprintf(rank, sizeof(rank), "[%d] ", recap__ident_rank());
     n += snprintf(buf + n, len - (size_t)n, "%s:%ld:%ld %srecap %s ", recap__ident_host(),

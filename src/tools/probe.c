@@ -79,7 +79,7 @@ static void manual(man_format_t format)
              "--json, as the last line). Every process that loads librecap adds its report at its "
              "exit: for a command that starts others the counts are summed over them "
              "(\"processes\" says how many reported) and other values are the last one's to "
-             "exit.");
+             "exit; the fields that name one process (time, host, pid, rank) are left out.");
     man_section(&m, "OPTIONS");
     man_item(&m, "--check NAME", "Run only this check; repeat, or give NAME,NAME..., for more "
              "(default: all).");
@@ -356,9 +356,16 @@ static int is_count(const char *v)
     return *v >= '0' && *v <= '9' && v[strspn(v, "0123456789")] == '\0';
 }
 
+/* Fields that say whose a line is: they describe one process, not the command. */
+static int per_process(const char *key)
+{
+    return strcmp(key, "\"time\"") == 0 || strcmp(key, "\"host\"") == 0 ||
+           strcmp(key, "\"pid\"") == 0 || strcmp(key, "\"rank\"") == 0;
+}
+
 /* What the whole command saw: one report of all its processes' lines, "processes" first, each
- * count summed, other values those of the last process to exit. 0 when at least one line
- * parsed, -1 when none did. */
+ * count summed, other values those of the last process to exit (per-process fields, pid and
+ * such, left out). 0 when at least one line parsed, -1 when none did. */
 static int summarize_report(const char *text, report_t *r)
 {
     report_t *one = calloc(1, sizeof(*one));
@@ -378,6 +385,8 @@ static int summarize_report(const char *text, report_t *r)
             continue;
         processes++;
         for (i = 0; i < one->n; i++) {
+            if (per_process(one->key[i]))
+                continue;
             for (j = 1; j < r->n && strcmp(r->key[j], one->key[i]) != 0; j++)
                 ;
             if (j == r->n) {
