@@ -19,7 +19,9 @@
 /* Every setting the suite varies starts unset, whatever the environment of `make check`. */
 #define CLEAN "env -u RANK -u OMPI_COMM_WORLD_RANK -u SLURM_PROCID -u PMI_RANK -u RECAP_LOG " \
               "-u RECAP_LOG_FILE -u RECAP_LOG_TIME -u RECAP_HOOKS -u RECAP_REPORT -u RECAP_CUPTI_PATH "
-#define PROBE_HOOKS "RECAP_HOOKS=preload src/tools/recap-probe --check hooks"
+/* Without a driver and without asking Python: the front end's line is all it logs. */
+#define PROBE "RECAP_CUDA_DRIVER=/nonexistent RECAP_PROBE_PYTHON_TIMEOUT=0 src/tools/recap-probe"
+#define PROBE_HOOKS "RECAP_HOOKS=preload " PROBE " --check hooks"
 /* recap-probe --check hooks with RECAP_HOOKS=preload logs exactly this at info. */
 #define FRONT_END_LINE "recap INFO interception front end: preload"
 
@@ -254,7 +256,7 @@ START_TEST(cupti_path_that_does_not_load_warns_once)
 {
     int status;
     char *err = stderr_of("RECAP_CUPTI_PATH=/nonexistent/libcupti.so",
-                          "src/tools/recap-probe --check hooks", &status);
+                          PROBE " --check hooks", &status);
 
     ck_assert_msg(count_lines(err) == 1, "%s", err);
     ck_assert_msg(strstr(err, " recap WARN RECAP_CUPTI_PATH=/nonexistent/libcupti.so: cannot "
@@ -277,7 +279,7 @@ START_TEST(unknown_values_warn_once_even_with_logging_off)
 
     for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
         /* recap-probe's hooks check reads RECAP_HOOKS again: still one warning */
-        char *err = stderr_of(cases[i][0], "src/tools/recap-probe --check hooks", &status);
+        char *err = stderr_of(cases[i][0], PROBE " --check hooks", &status);
 
         ck_assert_msg(count_lines(err) == 1, "%s: %s", cases[i][0], err);
         ck_assert_msg(strstr(err, " recap WARN ") != NULL && strstr(err, cases[i][1]) != NULL,

@@ -18,36 +18,18 @@
 #include <unistd.h>
 
 #include "recap.h"
+#include "tools/facts.h"
+#include "tools/json.h"
 #include "tools/manual.h"
 
 #define EXIT_USAGE 2
+/* The --json document's schema: raised when a member goes away or changes meaning (new members
+ * may appear without it). */
+#define PROBE_JSON_SCHEMA 1
 #define NAME_COL 16 /* the table's detail starts at NAME_COL + RESULT_COL */
 #define RESULT_COL 8
 
 extern char **environ;
-
-/* ---------------------------------------------------------------- output helpers */
-
-/* A JSON string literal (UTF-8 passes through; control characters are escaped). */
-static void json_string(const char *s)
-{
-    putchar('"');
-    for (; *s != '\0'; s++) {
-        unsigned char c = (unsigned char)*s;
-
-        if (c == '"' || c == '\\')
-            printf("\\%c", c);
-        else if (c == '\n')
-            fputs("\\n", stdout);
-        else if (c == '\t')
-            fputs("\\t", stdout);
-        else if (c < 0x20)
-            printf("\\u%04x", c);
-        else
-            putchar(c);
-    }
-    putchar('"');
-}
 
 /* ---------------------------------------------------------------- the manual */
 
@@ -61,7 +43,7 @@ static void manual(man_format_t format)
     man_begin(&m, stdout, format, "recap-probe", "1", recap_version_string(),
               "what this machine's CUDA stack does with graph capture and RNG");
     man_section(&m, "SYNOPSIS");
-    man_lines(&m, "recap-probe [--json] [--check NAME]...\n"
+    man_lines(&m, "recap-probe [--json] [--strict] [--check NAME]...\n"
                   "recap-probe [--json] --run [--] COMMAND [ARG]...\n"
                   "recap-probe --help | --man | --version");
     man_section(&m, "DESCRIPTION");
@@ -70,6 +52,15 @@ static void manual(man_format_t format)
              "--json, one JSON document. Results are PASS, FAIL (the detail says why) or N/A "
              "(not applicable: no CUDA driver, device, library or entry point). Without a GPU "
              "or CUDA driver the device checks are N/A and the host checks still run.");
+    man_para(&m, "After the checks come the Python and PyTorch a job here would get (python3 from "
+             "PATH, asked with a time limit) and every RECAP_* variable set. With --json the "
+             "document also holds the facts the checks state in prose, as values: driver and "
+             "runtime versions, the devices (name, compute capability, memory), the front end "
+             "and CUPTI's state (the latter two when the hooks check ran), whether registration "
+             "is needed (when that check ran), Python and torch, and the RECAP_* settings. Its "
+             "\"schema\" number changes when a member goes away or changes meaning; new "
+             "members may appear without it. Detail lines wrap to the terminal's width "
+             "(COLUMNS, else the tty's); written to a file or a pipe they do not wrap.");
     man_para(&m, "With --run, runs COMMAND with recap preloaded (LD_PRELOAD=the librecap.so this "
              "tool uses, before any LD_PRELOAD already set) and RECAP_REPORT=a temporary file, "
              "waits for it, and prints what recap saw in it by its exit: the interception front "
@@ -84,6 +75,8 @@ static void manual(man_format_t format)
     man_item(&m, "--check NAME", "Run only this check; repeat, or give NAME,NAME..., for more "
              "(default: all).");
     man_item(&m, "--json", "Print one JSON document instead of the table.");
+    man_item(&m, "--strict", "Fail (exit 1) when there is no CUDA driver or no CUDA device, "
+             "as a job script's preflight: without it those checks are just N/A.");
     man_item(&m, "--run", "Run COMMAND under recap's preload hooks and report (see above).");
     man_item(&m, "-h, --help", "Print this manual.");
     man_item(&m, "--man", "Print this manual as a man page (roff): the recap-probe.1 make "
@@ -99,11 +92,15 @@ static void manual(man_format_t format)
     man_item(&m, "RECAP_LOG_FILE", "The log's file instead of stderr (%h: host name, %p: "
              "process id).");
     man_item(&m, "RECAP_LOG_TIME", "1: each log line starts with the UTC time.");
+    man_item(&m, "RECAP_PROBE_PYTHON_TIMEOUT", "Seconds to wait for python3 to report its and "
+             "torch's versions (default 10; 0: do not ask).");
+    man_item(&m, "COLUMNS", "The width the table and this manual wrap to.");
     man_item(&m, "RECAP_PROBE_FAIL", "Test only: checks to fail on purpose, comma-separated "
              "(philox: flips a bit of one host-fill word).");
     man_section(&m, "EXIT STATUS");
     man_item(&m, "0", "every check passed or was not applicable");
-    man_item(&m, "1", "a check failed (or the checks could not run)");
+    man_item(&m, "1", "a check failed (or the checks could not run); with --strict, also no "
+             "CUDA driver or device");
     man_item(&m, "2", "usage error (unknown option or check name)");
     man_para(&m, "With --run: COMMAND's exit status; 128+N when a signal N ended it; 127 when it "
              "could not be started.");
@@ -111,6 +108,7 @@ static void manual(man_format_t format)
     man_lines(&m, "recap-probe\n"
                   "recap-probe --check philox --check replay\n"
                   "recap-probe --json > probe.json\n"
+                  "recap-probe --strict --check devices || exit 1\n"
                   "recap-probe --run -- python train.py --steps 20");
     man_section(&m, "SEE ALSO");
     man_para(&m, "recap-selfcheck(1)");
@@ -126,7 +124,16 @@ static int usage_error(const char *fmt, const char *arg)
 
 /* ---------------------------------------------------------------- the checks */
 
-static void print_table(const recap_probe_result_t *r, size_t n)
+/* What --strict asks of a preflight: a driver and a device. NULL when both are there. */
+static const char *strict_failure(const probe_facts_t *f)
+{
+    if (f->driver_version == 0)
+        return "no CUDA driver";
+    return f->ndevices == 0 ? "no CUDA device" : NULL;
+}
+
+static void print_table(const recap_probe_result_t *r, size_t n, const probe_facts_t *f,
+                        const char *strict)
 {
     static const char *const shown[] = {"PASS", "FAIL", "N/A"};
     size_t i, counts[3] = {0, 0, 0};
@@ -139,16 +146,22 @@ static void print_table(const recap_probe_result_t *r, size_t n)
         printf("%-*s%-*s", NAME_COL, r[i].name, RESULT_COL, shown[r[i].status]);
         tool_wrap(stdout, r[i].detail, NAME_COL + RESULT_COL, NAME_COL + RESULT_COL, width);
     }
+    facts_table(f, width);
     printf("\n%zu passed, %zu failed, %zu not applicable\n", counts[RECAP_PROBE_PASS],
            counts[RECAP_PROBE_FAIL], counts[RECAP_PROBE_NA]);
+    if (strict != NULL)
+        printf("--strict: %s\n", strict);
 }
 
-static void print_json(const recap_probe_result_t *r, size_t n, int exit_status)
+static void print_json(const recap_probe_result_t *r, size_t n, const probe_facts_t *f,
+                       const char *strict, int exit_status)
 {
     size_t i, counts[3] = {0, 0, 0};
 
-    printf("{\"tool\":\"recap-probe\",\"version\":");
+    printf("{\"tool\":\"recap-probe\",\"schema\":%d,\"version\":", PROBE_JSON_SCHEMA);
     json_string(recap_version_string());
+    printf(",\"abi\":\"%d.%d\"", recap_abi_version() >> 16, recap_abi_version() & 0xffff);
+    facts_json(f);
     printf(",\"checks\":[");
     for (i = 0; i < n; i++) {
         counts[r[i].status]++;
@@ -158,14 +171,17 @@ static void print_json(const recap_probe_result_t *r, size_t n, int exit_status)
         json_string(r[i].detail);
         putchar('}');
     }
-    printf("],\"passed\":%zu,\"failed\":%zu,\"not_applicable\":%zu,\"exit_status\":%d}\n",
-           counts[RECAP_PROBE_PASS], counts[RECAP_PROBE_FAIL], counts[RECAP_PROBE_NA],
-           exit_status);
+    printf("],\"passed\":%zu,\"failed\":%zu,\"not_applicable\":%zu,\"strict_failure\":",
+           counts[RECAP_PROBE_PASS], counts[RECAP_PROBE_FAIL], counts[RECAP_PROBE_NA]);
+    json_string_or_null(strict);
+    printf(",\"exit_status\":%d}\n", exit_status);
 }
 
-static int run_checks(const char *only, int json)
+static int run_checks(const char *only, int json, int strict)
 {
     recap_probe_result_t *r;
+    probe_facts_t facts;
+    const char *strict_why = NULL;
     size_t i, n;
     int status = EXIT_SUCCESS;
     recap_status_t st = recap_probe_run(only, &r, &n);
@@ -179,10 +195,16 @@ static int run_checks(const char *only, int json)
     for (i = 0; i < n; i++)
         if (r[i].status == RECAP_PROBE_FAIL)
             status = EXIT_FAILURE;
+    facts_collect(&facts, r, n);
+    if (strict && (strict_why = strict_failure(&facts)) != NULL) {
+        status = EXIT_FAILURE;
+        fprintf(stderr, "recap-probe: --strict: %s\n", strict_why);
+    }
     if (json)
-        print_json(r, n, status);
+        print_json(r, n, &facts, strict_why, status);
     else
-        print_table(r, n);
+        print_table(r, n, &facts, strict_why);
+    facts_free(&facts);
     recap_probe_free(r);
     return status;
 }
@@ -461,7 +483,7 @@ static void print_run_json(char **argv, const char *lib, int code, int sig, cons
 {
     int i;
 
-    printf("{\"tool\":\"recap-probe\",\"command\":[");
+    printf("{\"tool\":\"recap-probe\",\"schema\":%d,\"command\":[", PROBE_JSON_SCHEMA);
     for (i = 0; argv[i] != NULL; i++) {
         printf("%s", i ? "," : "");
         json_string(argv[i]);
@@ -543,10 +565,10 @@ int main(int argc, char **argv)
         {"check", required_argument, NULL, 'c'}, {"json", no_argument, NULL, 'j'},
         {"run", no_argument, NULL, 'r'},         {"help", no_argument, NULL, 'h'},
         {"version", no_argument, NULL, 'V'},     {"man", no_argument, NULL, 'm'},
-        {NULL, 0, NULL, 0},
+        {"strict", no_argument, NULL, 's'},      {NULL, 0, NULL, 0},
     };
     char *only = NULL;
-    int c, json = 0, run = 0, rc = -1;
+    int c, json = 0, run = 0, strict = 0, rc = -1;
 
     opterr = 0; /* our own message, then exit status 2 */
     /* "+": stop at the first non-option, so COMMAND's own options are left alone. */
@@ -560,6 +582,7 @@ int main(int argc, char **argv)
         }
         case 'j': json = 1; break;
         case 'r': run = 1; break;
+        case 's': strict = 1; break;
         case 'h': manual(MAN_TEXT); rc = EXIT_SUCCESS; break;
         case 'm': manual(MAN_ROFF); rc = EXIT_SUCCESS; break;
         case 'V':
@@ -573,8 +596,8 @@ int main(int argc, char **argv)
     /* Every way out frees the --check list (a usage error used to leak it). */
     if (rc >= 0)
         ; /* an option settled it */
-    else if (run && only != NULL)
-        rc = usage_error("%s", "--check and --run do not go together");
+    else if (run && (only != NULL || strict))
+        rc = usage_error("%s", "--check and --strict do not go with --run");
     else if (run && optind >= argc)
         rc = usage_error("%s", "--run needs a COMMAND");
     else if (run)
@@ -582,7 +605,7 @@ int main(int argc, char **argv)
     else if (optind < argc)
         rc = usage_error("unexpected argument '%s'", argv[optind]);
     else
-        rc = run_checks(only, json);
+        rc = run_checks(only, json, strict);
     free(only);
     return rc;
 }
