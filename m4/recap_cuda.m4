@@ -49,6 +49,15 @@ AC_DEFUN([RECAP_CHECK_CUDA], [
   AC_MSG_RESULT([$NVCC_GENCODE_SUMMARY])
   AC_SUBST([NVCC_GENCODE_DEFAULT], [$recap_gencode_default])
 
+  # NVTX3 (header-only, in the toolkit's include/nvtx3): recap's ranges on Nsight timelines.
+  # Without it the range calls compile to nothing.
+  recap_save_CPPFLAGS=$CPPFLAGS
+  CPPFLAGS="$CPPFLAGS $CUDA_CPPFLAGS"
+  AC_CHECK_HEADER([nvtx3/nvToolsExt.h], [have_nvtx3=yes], [have_nvtx3=no])
+  CPPFLAGS=$recap_save_CPPFLAGS
+  AS_IF([test "x$have_nvtx3" = xyes], [AC_DEFINE([HAVE_NVTX3], [1], [NVTX3 headers present])])
+  AM_CONDITIONAL([HAVE_NVTX3], [test "x$have_nvtx3" = xyes])
+
   # cuRAND is only a reference for the tests (its host generator runs without a GPU).
   recap_save_LDFLAGS=$LDFLAGS
   LDFLAGS="$LDFLAGS $CUDA_LDFLAGS"
