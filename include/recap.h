@@ -236,12 +236,17 @@ typedef enum recap_hooks {
 RECAP_API recap_status_t recap_hooks_active(recap_hooks_t *hooks_p);
 /* Subscribes to CUPTI with only the callback ids recap needs. RECAP_OK and nothing done when
  * another recap front end is already active; RECAP_ERR_BUSY when another subscriber (a profiler)
- * holds CUPTI; RECAP_ERR_UNSUPPORTED when CUPTI cannot be loaded. On error recap keeps working
+ * holds CUPTI (the message names it when CUPTI does: recap_cupti_holder); RECAP_ERR_UNSUPPORTED when CUPTI cannot be loaded. On error recap keeps working
  * in explicit mode (hosts report captures or call recap_capture_prime). */
 RECAP_API recap_status_t recap_hooks_install_cupti(void);
 RECAP_API recap_status_t recap_hooks_uninstall_cupti(void);
 /* Whether CUPTI could be subscribed now: 1 free, 0 held (by another subscriber or by recap). */
 RECAP_API recap_status_t recap_cupti_is_free(int *free_p);
+/* Who held CUPTI when it last refused recap (install or is_free), as CUPTI names it: CUDA 13's
+ * CUPTI has cuptiSubscribe_v2, through which recap subscribes as "recap" and learns the holder
+ * (a profiler's subscriber name). "" when CUPTI has not refused recap since recap last got it,
+ * or did not say (an older CUPTI). 64 bytes hold any name. (ABI 1.2) */
+RECAP_API recap_status_t recap_cupti_holder(char *name, size_t name_len);
 /* A short name for a front end ("preload", "cupti", "injection", "none"). */
 RECAP_API const char *recap_hooks_name(recap_hooks_t hooks);
 

@@ -70,6 +70,8 @@ static void cupti(probe_facts_t *f)
         f->cupti = st == RECAP_ERR_BUSY ? "held" : "unavailable";
     if (st != RECAP_OK)
         snprintf(f->cupti_detail, sizeof(f->cupti_detail), "%s", recap_last_error());
+    if (strcmp(f->cupti, "held") == 0)
+        recap_cupti_holder(f->cupti_holder, sizeof(f->cupti_holder));
 }
 
 static int by_name(const void *a, const void *b)
@@ -203,6 +205,8 @@ void facts_json(const probe_facts_t *f)
         json_string(f->front_end);
         fputs(",\"cupti\":", stdout);
         json_string(f->cupti);
+        fputs(",\"cupti_holder\":", stdout);
+        json_string_or_null(f->cupti_holder[0] ? f->cupti_holder : NULL);
         fputs(",\"cupti_detail\":", stdout);
         json_string_or_null(f->cupti_detail[0] ? f->cupti_detail : NULL);
         putchar('}');

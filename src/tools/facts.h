@@ -28,7 +28,8 @@ typedef struct probe_facts {
     probe_device_t *devices;
     const char *front_end;    /* NULL: the hooks check did not run */
     const char *cupti;        /* "free", "held by recap", "held", "unavailable" (or NULL) */
-    char cupti_detail[512];   /* who holds it, or why it is unavailable */
+    char cupti_holder[64];    /* who holds it, as CUPTI names it ("" when it does not say) */
+    char cupti_detail[512];   /* why it is unavailable */
     int registration_needed;  /* 1, 0, or -1: unknown (not run, or not applicable) */
     probe_python_t python;
     char **settings;          /* "RECAP_X=value", sorted; NULL-terminated */
