@@ -268,9 +268,9 @@ static recap_status_t cupti_fail(CUptiResult r, const char *what)
     return recap__fail(RECAP_ERR_UNSUPPORTED, "%s: %s", what, s);
 }
 
-/* Subscribes `callback` (recap's, or the probe's throwaway one) as "recap" where this libcupti
- * has cuptiSubscribe_v2, else with the v1 call; a refusal records the holder's name. Called
- * under cupti_lock. */
+/* Subscribes recap's callback as "recap" where this libcupti has cuptiSubscribe_v2, else with
+ * the v1 call; a refusal records the holder's name, a success forgets it. Called under
+ * cupti_lock (by the installer, and by recap_cupti_is_free's throwaway subscription). */
 static CUptiResult subscribe(CUpti_SubscriberHandle *h)
 {
     char old[HOLDER_LEN] = "";

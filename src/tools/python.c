@@ -44,22 +44,26 @@ int python_timeout(void)
 static pid_t start(int *out_fd)
 {
     int fds[2], null = open("/dev/null", O_RDWR | O_CLOEXEC);
-    pid_t pid;
+    pid_t pid = -1;
 
-    if (null < 0 || pipe2(fds, O_CLOEXEC) != 0)
-        return -1;
-    fflush(NULL);
-    pid = fork();
-    if (pid == 0) {
-        dup2(null, STDIN_FILENO);
-        dup2(fds[1], STDOUT_FILENO);
-        dup2(null, STDERR_FILENO);
-        execlp("python3", "python3", "-c", code, (char *)NULL);
-        _exit(127);
+    if (null >= 0 && pipe2(fds, O_CLOEXEC) == 0) {
+        fflush(NULL);
+        pid = fork();
+        if (pid == 0) {
+            dup2(null, STDIN_FILENO);
+            dup2(fds[1], STDOUT_FILENO);
+            dup2(null, STDERR_FILENO);
+            execlp("python3", "python3", "-c", code, (char *)NULL);
+            _exit(127);
+        }
+        close(fds[1]);
+        if (pid > 0)
+            *out_fd = fds[0];
+        else
+            close(fds[0]);
     }
-    close(fds[1]);
-    close(null);
-    *out_fd = fds[0];
+    if (null >= 0)
+        close(null);
     return pid;
 }
 
