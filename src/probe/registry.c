@@ -19,7 +19,7 @@ static const recap_probe_check_info_t infos[] = {
     {"devices", "each device's name, compute capability and memory, and whether recap's kernels "
      "load on it"},
     {"hooks", "which interception front end reports this process's captures, and whether CUPTI is "
-     "free or held by another subscriber"},
+     "free or held by another subscriber (named when CUPTI names it)"},
     {"registration", "whether generators need explicit registration for captures (a draw on an "
      "unregistered generator inside a private capture)"},
     {"capture-modes", "an empty stream capture on a private stream in global, thread-local and "
