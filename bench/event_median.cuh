@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The GPU benchmarks' timing: the median milliseconds per call of f over REPS event-timed samples
 // (each sample BATCH calls between two events on the legacy stream; 1 by default) after three
 // untimed warm-up calls and a drain. With BATCH > 1 the host's cost of each call overlaps the

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // bench/fill: recap's device fill of 1 GiB of uniform float32 against curandGenerateUniform
 // (PHILOX4_32_10) and against the device's write bandwidth (cudaMemsetAsync of the same buffer),
 // in one run: medians of event-timed repetitions after a warm-up. Also times launch variants of

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // bench/fill_explore: where the bulk fill's last few percent go. Store paths and unit-to-thread
 // mappings for the float32 fill of 1 GiB, each timed beside a memset of the same buffer in the
 // same run (medians of event-timed runs after a warm-up), and each full variant checked word for

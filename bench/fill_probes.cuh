@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Ceiling probes for bench/fill: what the fill's store pattern alone, and its Philox alone, cost
 // on this device. Not recap's kernel; anchors that show where the fill's time goes.
 #pragma once

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # PyTorch's fill of 1 GiB of uniform float32 (Tensor.uniform_, its Philox generator), timed as
 # bench/fill times recap's: medians of 31 CUDA-event-timed runs after a warm-up, with the same
 # buffer's zero_ (a memset) timed in the same run as its anchor. Prints a Markdown table.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // bench/launch: host cost recap adds to a CUDA graph launch, with 1, 4 and 16 generators drawing
 // inside the graph, against a graph without RNG with as many kernel nodes (G writers plus one in
 // place of recap's advance node), in one run.

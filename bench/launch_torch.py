@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # PyTorch's per-replay host cost for graphs whose kernels draw from registered CUDA generators
 # (register_generator_state), with 1, 4 and 16 generators, against the same graph without RNG,
 # measured the same way as bench/launch (host time around replay() calls, medians of batches).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The host benchmarks' timing: median nanoseconds per operation over REPS timed batches of BATCH
  * operations, after one untimed warm-up batch, with CLOCK_MONOTONIC. Included after the

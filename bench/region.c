@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Per-region bookkeeping cost of recap's recompute regions, with a function that does nothing
  * so only recap's work (and the host operations it calls) is timed: create + record + release +

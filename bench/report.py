@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """bench/report.py RUN_DIR [--results FILE] [--chart FILE]
 
 Reads the outputs of one GPU run of the benchmarks (bench/run-all or scripts/gpu-check put them

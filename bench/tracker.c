@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Cost of the tracker's hot paths from C, on a host-generator tracker with 8 named states:
  * a fork+unfork pair and a snapshot take+restore, in value and graph-safe mode; the same pair

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * CUPTI front end: for hosts that dlopen librecap (a framework plugin) and for
  * CUDA_INJECTION64_PATH. One subscriber, with only the callback ids recap needs enabled (with
@@ -11,7 +12,9 @@
 
 #include <dlfcn.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #ifdef HAVE_CUPTI
 #include <cupti.h>
@@ -19,6 +22,7 @@
 
 #include "base/atfork.h"
 #include "base/dl.h"
+#include "base/env.h"
 #include "base/error.h"
 #include "base/log.h"
 #include "capture/capture.h"
@@ -27,8 +31,22 @@
 
 #ifdef HAVE_CUPTI
 
+/* cuptiSubscribe_v2 (CUDA 13's CUPTI; absent before): subscribes under a name, which CUPTI
+ * reports to whoever is refused next, and reports the holder's name when it refuses. Headers
+ * without it leave recap on the v1 call. */
+#ifdef CUpti_SubscriberParams_STRUCT_SIZE
+#define RECAP_CUPTI_V2 1
+#define HOLDER_LEN CUPTI_OLD_SUBSCRIBER_NAME_MIN_LEN
+#else
+#define HOLDER_LEN 64
+#endif
+
 static struct {
     CUptiResult (*subscribe)(CUpti_SubscriberHandle *, CUpti_CallbackFunc, void *);
+#ifdef RECAP_CUPTI_V2
+    CUptiResult (*subscribe_v2)(CUpti_SubscriberHandle *, CUpti_CallbackFunc, void *,
+                                CUpti_SubscriberParams *);
+#endif
     CUptiResult (*unsubscribe)(CUpti_SubscriberHandle);
     CUptiResult (*enable_callback)(uint32_t, CUpti_SubscriberHandle, CUpti_CallbackDomain,
                                    CUpti_CallbackId);
@@ -36,6 +54,8 @@ static struct {
 } cupti;
 static void *cupti_lib;
 static CUpti_SubscriberHandle subscriber;
+/* Who held CUPTI when it last refused recap, as CUPTI named it ("" when it did not say). */
+static char holder[HOLDER_LEN];
 static recap_hooks_t installed_as = RECAP_HOOKS_NONE;
 static pthread_mutex_t cupti_lock = PTHREAD_MUTEX_INITIALIZER;
 
@@ -208,15 +228,19 @@ static recap_status_t load_cupti(void)
 {
     static const char *const names[] = {"libcupti.so.13", "libcupti.so.12", "libcupti.so",
                                         "/usr/local/cuda/lib64/libcupti.so"};
-    const char *env = getenv("RECAP_CUPTI_PATH");
+    const char *env = recap__env("RECAP_CUPTI_PATH");
     size_t i;
 
     if (cupti_lib != NULL)
         return RECAP_OK;
     for (i = 0; i < 2 && cupti_lib == NULL; i++)
         cupti_lib = dlopen(names[i], RTLD_NOW | RTLD_NOLOAD);
-    if (cupti_lib == NULL && env != NULL && *env != '\0')
+    if (cupti_lib == NULL && env != NULL) {
         cupti_lib = dlopen(env, RTLD_NOW | RTLD_LOCAL);
+        if (cupti_lib == NULL)
+            recap__env_warn("RECAP_CUPTI_PATH", "RECAP_CUPTI_PATH=%s: cannot load it (%s); "
+                            "trying libcupti.so.13, .12 and libcupti.so", env, dlerror());
+    }
     for (i = 0; i < sizeof(names) / sizeof(names[0]) && cupti_lib == NULL; i++)
         cupti_lib = dlopen(names[i], RTLD_NOW | RTLD_LOCAL);
     if (cupti_lib == NULL)
@@ -225,6 +249,9 @@ static recap_status_t load_cupti(void)
     cupti.unsubscribe = recap__dlsym(cupti_lib, "cuptiUnsubscribe");
     cupti.enable_callback = recap__dlsym(cupti_lib, "cuptiEnableCallback");
     cupti.result_string = recap__dlsym(cupti_lib, "cuptiGetResultString");
+#ifdef RECAP_CUPTI_V2
+    cupti.subscribe_v2 = recap__dlsym(cupti_lib, "cuptiSubscribe_v2"); /* NULL: v1 only */
+#endif
     if (!cupti.subscribe || !cupti.unsubscribe || !cupti.enable_callback || !cupti.result_string) {
         cupti_lib = NULL;
         return recap__fail(RECAP_ERR_UNSUPPORTED, "libcupti lacks the callback API");
@@ -237,10 +264,43 @@ static recap_status_t cupti_fail(CUptiResult r, const char *what)
     const char *s = "?";
 
     cupti.result_string(r, &s);
+    if (r == CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED && holder[0] != '\0')
+        return recap__fail(RECAP_ERR_BUSY, "%s: CUPTI is held by \"%s\"; recap stays in "
+                           "explicit mode (%s)", what, holder, s);
     if (r == CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED)
         return recap__fail(RECAP_ERR_BUSY, "%s: another CUPTI subscriber (a profiler?) holds "
                            "CUPTI; recap stays in explicit mode (%s)", what, s);
     return recap__fail(RECAP_ERR_UNSUPPORTED, "%s: %s", what, s);
+}
+
+/* Subscribes recap's callback as "recap" where this libcupti has cuptiSubscribe_v2, else with
+ * the v1 call; a refusal records the holder's name, a success forgets it. Called under
+ * cupti_lock (by the installer, and by recap_cupti_is_free's throwaway subscription). */
+static CUptiResult subscribe(CUpti_SubscriberHandle *h)
+{
+    char old[HOLDER_LEN] = "";
+    CUptiResult r;
+
+#ifdef RECAP_CUPTI_V2
+    if (cupti.subscribe_v2 != NULL) {
+        CUpti_SubscriberParams p = {0};
+
+        p.structSize = CUpti_SubscriberParams_STRUCT_SIZE;
+        p.subscriberName = "recap";
+        p.oldSubscriberName = old;
+        p.oldSubscriberSize = sizeof(old);
+        r = cupti.subscribe_v2(h, (CUpti_CallbackFunc)on_callback, NULL, &p);
+    } else
+#endif
+    {
+        r = cupti.subscribe(h, (CUpti_CallbackFunc)on_callback, NULL);
+    }
+    old[sizeof(old) - 1] = '\0';
+    if (r == CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED)
+        memcpy(holder, old, sizeof(holder));
+    else if (r == CUPTI_SUCCESS)
+        holder[0] = '\0';
+    return r;
 }
 
 static recap_status_t enable_ids(void)
@@ -267,7 +327,7 @@ recap_status_t recap__cupti_install(recap_hooks_t as)
     }
     st = load_cupti();
     if (st == RECAP_OK) {
-        r = cupti.subscribe(&subscriber, (CUpti_CallbackFunc)on_callback, NULL);
+        r = subscribe(&subscriber);
         st = r == CUPTI_SUCCESS ? RECAP_OK : cupti_fail(r, "cuptiSubscribe");
         if (st == RECAP_OK) {
             st = enable_ids();
@@ -312,7 +372,7 @@ recap_status_t recap_cupti_is_free(int *free_p)
     }
     st = load_cupti();
     if (st == RECAP_OK) {
-        r = cupti.subscribe(&probe, (CUpti_CallbackFunc)on_callback, NULL);
+        r = subscribe(&probe);
         if (r == CUPTI_SUCCESS) {
             cupti.unsubscribe(probe);
             *free_p = 1;
@@ -326,7 +386,23 @@ recap_status_t recap_cupti_is_free(int *free_p)
     return st;
 }
 
+recap_status_t recap_cupti_holder(char *name, size_t name_len)
+{
+    RECAP_CHECK_ARG(name != NULL && name_len > 0, "name is NULL or name_len is 0");
+    pthread_mutex_lock(&cupti_lock);
+    snprintf(name, name_len, "%s", holder);
+    pthread_mutex_unlock(&cupti_lock);
+    return RECAP_OK;
+}
+
 #else /* !HAVE_CUPTI */
+
+recap_status_t recap_cupti_holder(char *name, size_t name_len)
+{
+    RECAP_CHECK_ARG(name != NULL && name_len > 0, "name is NULL or name_len is 0");
+    name[0] = '\0';
+    return RECAP_OK;
+}
 
 void recap__cupti_atfork(recap_atfork_t when)
 {

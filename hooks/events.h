@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * What every interposed entry point does around the real call, written once for the runtime and
  * driver wrappers (cudaStream_t and CUstream, cudaGraph_t and CUgraph... are the same pointers).

@@ -1,9 +1,8 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 #define _GNU_SOURCE
 #include "config.h"
 
 #include <dlfcn.h>
-#include <fcntl.h>
-#include <limits.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,6 +12,7 @@
 #include "base/atfork.h"
 #include "capture/capture.h"
 #include "base/dl.h"
+#include "base/env.h"
 #include "base/error.h"
 #include "base/log.h"
 #include "driver/driver.h"
@@ -23,25 +23,12 @@ static _Thread_local int depth;
 
 recap_hooks_cfg_t recap__hooks_config(void)
 {
+    /* In the order of recap_hooks_cfg_t. */
+    static const char *const choices[] = {"auto", "preload", "cupti", "off", NULL};
     static int cfg = -1;
-    const char *s;
 
-    if (cfg >= 0)
-        return (recap_hooks_cfg_t)cfg;
-    s = getenv("RECAP_HOOKS");
-    if (s == NULL || *s == '\0' || strcmp(s, "auto") == 0)
-        cfg = RECAP_HOOKS_CFG_AUTO;
-    else if (strcmp(s, "preload") == 0)
-        cfg = RECAP_HOOKS_CFG_PRELOAD;
-    else if (strcmp(s, "cupti") == 0)
-        cfg = RECAP_HOOKS_CFG_CUPTI;
-    else if (strcmp(s, "off") == 0)
-        cfg = RECAP_HOOKS_CFG_OFF;
-    else {
-        cfg = RECAP_HOOKS_CFG_AUTO;
-        recap__log(RECAP_LOG_WARN, "RECAP_HOOKS=%s not understood (auto|preload|cupti|off): "
-                   "using auto", s);
-    }
+    if (cfg < 0)
+        cfg = recap__env_choice("RECAP_HOOKS", choices, RECAP_HOOKS_CFG_AUTO, RECAP_HOOKS_CFG_AUTO);
     return (recap_hooks_cfg_t)cfg;
 }
 
@@ -199,66 +186,4 @@ const char *recap_hooks_name(recap_hooks_t hooks)
     case RECAP_HOOKS_NONE: return "none";
     }
     return "unknown";
-}
-
-/* RECAP_REPORT's file for this process: each "%p" replaced by the pid. Returns 1 when the name
- * has a "%p" (a file of this process alone), 0 when processes share it, -1 when it does not fit. */
-static int report_path(const char *spec, char *buf, size_t len)
-{
-    size_t n = 0;
-    int own = 0, w;
-
-    for (; *spec != '\0'; spec++) {
-        if (spec[0] == '%' && spec[1] == 'p') {
-            w = snprintf(buf + n, len - n, "%ld", (long)getpid());
-            if (w < 0 || (size_t)w >= len - n)
-                return -1;
-            n += (size_t)w;
-            own = 1;
-            spec++;
-        } else {
-            if (n + 1 >= len)
-                return -1;
-            buf[n++] = *spec;
-        }
-    }
-    buf[n] = '\0';
-    return own;
-}
-
-/* RECAP_REPORT=FILE: what recap saw, written at exit, for recap-probe --run. Processes that
- * share FILE (a forked child, the ranks of a job) each append their line with one write, so
- * none overwrites or splits another's; with "%p" in FILE each process writes its own file. */
-__attribute__((destructor)) static void write_report(void)
-{
-    const char *spec = getenv("RECAP_REPORT");
-    char path[PATH_MAX], line[768], names[160];
-    recap_capture_stats_t s;
-    uint64_t frameworks;
-    int n, own, fd;
-
-    if (spec == NULL || *spec == '\0' || recap_capture_stats(&s) != RECAP_OK)
-        return;
-    own = report_path(spec, path, sizeof(path));
-    if (own < 0)
-        return;
-    recap__fw_seen(&frameworks, names, sizeof(names));
-    n = snprintf(line, sizeof(line),
-                 "{\"hooks\":\"%s\",\"captures\":%llu,\"graphs_with_rng\":%llu,\"launches\":%llu,"
-                 "\"slot_writes\":%llu,\"states_primed\":%llu,\"live_records\":%llu,"
-                 "\"framework_generators\":%llu,\"frameworks\":\"%s\",\"subscriptions\":%llu}\n",
-                 recap_hooks_name(current_front_end()),
-                 (unsigned long long)s.captures, (unsigned long long)s.graphs_with_rng,
-                 (unsigned long long)s.launches, (unsigned long long)s.slot_writes,
-                 (unsigned long long)s.states_primed, (unsigned long long)s.live_records,
-                 (unsigned long long)frameworks, names,
-                 (unsigned long long)recap__events_subscribed());
-    if (n < 0 || (size_t)n >= sizeof(line))
-        return;
-    fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC | (own ? O_TRUNC : O_APPEND), 0666);
-    if (fd < 0)
-        return;
-    if (write(fd, line, (size_t)n) != n)
-        recap__log(RECAP_LOG_WARN, "RECAP_REPORT: short write to %s", path);
-    close(fd);
 }

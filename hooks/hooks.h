@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Interception front ends (internal). Each turns the host's CUDA graph calls into the capture
  * module's events (src/capture) and holds no RNG logic itself. Exactly one reports events.

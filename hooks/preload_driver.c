@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * LD_PRELOAD front end, driver half: the graph entry points of libcuda in all their exported
  * versions (_v2, per-thread-stream _ptsz, the legacy forms). Programs reach them by dynamic

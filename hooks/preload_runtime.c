@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * LD_PRELOAD front end, CUDA runtime half: the graph entry points of a shared libcudart
  * (PyTorch calls these through its libcudart.so's dynamic symbols). Each forwards to the real

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * How programs find the driver without linking it: the CUDA runtime (static or shared, >= 11.3)
  * dlopens libcuda, dlsym()s cuGetProcAddress, and asks it for every entry point. recap

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * recap.h — the whole public C ABI of recap.
  *
@@ -12,6 +13,7 @@
 #include <stdint.h>
 
 #include "recap/philox.h"
+#include "recap/version.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -44,7 +46,8 @@ typedef enum recap_status {
     RECAP_ERR_BUSY = -17             /* resource held by someone else (e.g. CUPTI) */
 } recap_status_t;
 
-/* (major << 16) | minor of the ABI this library implements. */
+/* (major << 16) | minor of the ABI this library implements. recap_version_string() is the
+ * library's RECAP_VERSION_STRING (recap/version.h has the headers' own). */
 RECAP_API int recap_abi_version(void);
 RECAP_API const char *recap_version_string(void);
 /* Text for a status; never NULL. */
@@ -305,10 +308,11 @@ RECAP_API recap_status_t recap_graph_exec_destroy(recap_graph_exec_t exec);
  * (interposed runtime and driver graph entry points, plus dlsym/cuGetProcAddress so statically
  * linked cudart is seen too), a CUPTI callback subscriber installed by a host that dlopens recap,
  * or CUDA_INJECTION64_PATH=librecap.so. Exactly one reports events. RECAP_HOOKS=auto (default),
- * preload, cupti or off chooses; RECAP_LOG=warn|info|debug logs to stderr. RECAP_REPORT=FILE
- * writes what recap saw (one JSON line: front end, captures, graphs, launches, states primed) at
- * exit, appended to FILE so processes sharing it keep each other's lines; "%p" in FILE is the
- * pid, one file per process.
+ * preload, cupti or off chooses; RECAP_LOG=warn|info|debug logs to stderr (or RECAP_LOG_FILE;
+ * README lists every variable). RECAP_REPORT=FILE
+ * writes what recap saw (one JSON line: version, time, host, pid, rank, front end, captures,
+ * graphs, launches, states primed) at exit, appended to FILE so processes sharing it keep each
+ * other's lines; "%p" in FILE is the pid, one file per process, "%h" the host name.
  */
 typedef enum recap_hooks {
     RECAP_HOOKS_NONE = 0,
@@ -321,12 +325,17 @@ typedef enum recap_hooks {
 RECAP_API recap_status_t recap_hooks_active(recap_hooks_t *hooks_p);
 /* Subscribes to CUPTI with only the callback ids recap needs. RECAP_OK and nothing done when
  * another recap front end is already active; RECAP_ERR_BUSY when another subscriber (a profiler)
- * holds CUPTI; RECAP_ERR_UNSUPPORTED when CUPTI cannot be loaded. On error recap keeps working
+ * holds CUPTI (the message names it when CUPTI does: recap_cupti_holder); RECAP_ERR_UNSUPPORTED when CUPTI cannot be loaded. On error recap keeps working
  * in explicit mode (hosts report captures or call recap_capture_prime). */
 RECAP_API recap_status_t recap_hooks_install_cupti(void);
 RECAP_API recap_status_t recap_hooks_uninstall_cupti(void);
 /* Whether CUPTI could be subscribed now: 1 free, 0 held (by another subscriber or by recap). */
 RECAP_API recap_status_t recap_cupti_is_free(int *free_p);
+/* Who held CUPTI when it last refused recap (install or is_free), as CUPTI names it: CUDA 13's
+ * CUPTI has cuptiSubscribe_v2, through which recap subscribes as "recap" and learns the holder
+ * (a profiler's subscriber name). "" when CUPTI has not refused recap since recap last got it,
+ * or did not say (an older CUPTI). 64 bytes hold any name. (ABI 1.3) */
+RECAP_API recap_status_t recap_cupti_holder(char *name, size_t name_len);
 /* A short name for a front end ("preload", "cupti", "injection", "none"). */
 RECAP_API const char *recap_hooks_name(recap_hooks_t hooks);
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # RECAP_CHECK_CHECK: the Check unit-test framework (only needed for make check).
 AC_DEFUN([RECAP_CHECK_CHECK], [
   PKG_CHECK_MODULES([CHECK], [check >= 0.11], [have_check=yes], [have_check=no])

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # RECAP_CHECK_CUDA: find the CUDA toolkit (headers, nvcc, bin2c; cuRAND as a test reference).
 # librecap never links libcuda or cudart: it needs only cuda.h at build time and nvcc for its
 # own kernels, and dlopens the driver at run time (as libfabric's --enable-cuda-dlopen does).
@@ -29,10 +30,33 @@ AC_DEFUN([RECAP_CHECK_CUDA], [
   AC_PATH_PROG([BIN2C], [bin2c], [], [$CUDA_HOME/bin$PATH_SEPARATOR$PATH])
   AS_IF([test -z "$BIN2C"], [AC_MSG_ERROR([bin2c (CUDA toolkit) not found: it embeds the kernels])])
 
-  AC_ARG_VAR([NVCC_GENCODE], [nvcc -gencode flags for recap's kernels])
-  AS_IF([test -z "$NVCC_GENCODE"],
-    [NVCC_GENCODE="-gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=sm_90 -gencode arch=compute_90,code=compute_90"])
-  NVCC_GENCODE_SUMMARY="sm_80 sm_90 +PTX"
+  # Turing (sm_75, T4), Ampere (sm_80), Hopper (sm_90) as cubins, and compute_90 PTX for newer
+  # GPUs (the driver JIT-compiles it): the GPUs PyTorch's CUDA 13 wheels cover, down to T4s.
+  AC_ARG_VAR([NVCC_GENCODE], [nvcc -gencode (or -arch) flags for recap's kernels (default: sm_75 sm_80 sm_90 cubins and compute_90 PTX)])
+  recap_gencode_default=no
+  AS_IF([test -z "$NVCC_GENCODE"], [
+    recap_gencode_default=yes
+    NVCC_GENCODE="-gencode arch=compute_75,code=sm_75 -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=sm_90 -gencode arch=compute_90,code=compute_90"])
+  # What the flags make, as nvcc resolves them (not a restatement of the default).
+  AC_MSG_CHECKING([what nvcc builds for NVCC_GENCODE])
+  NVCC_GENCODE_SUMMARY=`$SHELL "$srcdir/scripts/gencode-summary" "$NVCC" $NVCC_GENCODE 2>conftest.err`
+  AS_IF([test -z "$NVCC_GENCODE_SUMMARY"], [
+    AC_MSG_RESULT([nothing])
+    recap_gencode_err=`cat conftest.err`
+    cat conftest.err >&AS_MESSAGE_LOG_FD
+    AC_MSG_ERROR([nvcc does not build GPU code for NVCC_GENCODE=$NVCC_GENCODE: $recap_gencode_err])])
+  rm -f conftest.err
+  AC_MSG_RESULT([$NVCC_GENCODE_SUMMARY])
+  AC_SUBST([NVCC_GENCODE_DEFAULT], [$recap_gencode_default])
+
+  # NVTX3 (header-only, in the toolkit's include/nvtx3): recap's ranges on Nsight timelines.
+  # Without it the range calls compile to nothing.
+  recap_save_CPPFLAGS=$CPPFLAGS
+  CPPFLAGS="$CPPFLAGS $CUDA_CPPFLAGS"
+  AC_CHECK_HEADER([nvtx3/nvToolsExt.h], [have_nvtx3=yes], [have_nvtx3=no])
+  CPPFLAGS=$recap_save_CPPFLAGS
+  AS_IF([test "x$have_nvtx3" = xyes], [AC_DEFINE([HAVE_NVTX3], [1], [NVTX3 headers present])])
+  AM_CONDITIONAL([HAVE_NVTX3], [test "x$have_nvtx3" = xyes])
 
   # cuRAND is only a reference for the tests (its host generator runs without a GPU).
   recap_save_LDFLAGS=$LDFLAGS

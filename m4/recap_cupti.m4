@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # RECAP_CHECK_CUPTI: CUPTI headers for the callback front end (the library dlopens libcupti).
 AC_DEFUN([RECAP_CHECK_CUPTI], [
   AC_REQUIRE([RECAP_CHECK_CUDA])

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # RECAP_CHECK_LIBFFI: libffi through pkg-config, falling back to a plain header/library check
 # (the GPU machine's kit unpacks Debian's libffi-dev into a private prefix).
 AC_DEFUN([RECAP_CHECK_LIBFFI], [

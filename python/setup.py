@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Bundles the librecap of the build tree this package sits in (../src/.libs, after
 ./scripts/bootstrap) into the wheel as recap/_lib/librecap.so.1, so `pip install ./python` gives a
 package that finds its library. Without a built library the package is pure Python and finds an

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * A framework with its own Philox generator, for the tests: what a training framework (torch's
  * CUDA generator) is to recap. Its generator has a current state object; its kernel draws from

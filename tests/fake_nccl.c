@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * A fake libnccl.so.2 for CI (no GPU, no NCCL): the few entry points recap resolves, over
  * in-process "communicators" whose ranks are threads of the test. ncclAllGather is a real

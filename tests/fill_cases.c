@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Fills against cuRAND's host generator: random seeds, offsets and sizes (tiny, not multiples of
  * 4, straddling the 65536-subsequence stride), unaligned destinations, no write past the end,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The fill contract, checked the same way for host generators and device generators. */
 #ifndef RECAP_FILL_CASES_H
 #define RECAP_FILL_CASES_H

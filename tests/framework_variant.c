@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The framework variant of the tracker, seeding and snapshot suites (see testutil.h). */
 #include <stdio.h>
 #include <stdlib.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * A host program that knows nothing of recap's hooks: it finds the driver the way the CUDA
  * runtime does (dlopen, dlsym of cuGetProcAddress, then every entry point through it), captures a

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* cuRAND's host generator as the external reference for recap's fills. It runs on the CPU, so
  * CI (no GPU) checks bit-exactness too. */
 #include <curand.h>

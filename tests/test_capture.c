@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Graph-safe RNG: captured work replayed K times draws exactly what K eager runs of the same work
  * draw from the same starting state (eager execution is the oracle), with fresh numbers each

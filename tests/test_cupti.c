@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The CUPTI front end (hooks/cupti.c) without a GPU: recap subscribes to a fake libcupti
  * (tests/fake_cupti.c, found through RECAP_CUPTI_PATH) and each test plays what the real CUPTI
@@ -290,6 +291,141 @@ START_TEST(subscribers_hear_cupti_events_once)
 }
 END_TEST
 
+/* ---------------------------------------------------------------- who holds CUPTI */
+
+typedef const char *(*name_fn)(void);
+
+/* Loads the fake CUPTI at `path` (the instance recap will load through RECAP_CUPTI_PATH). */
+static void *fake(const char *path)
+{
+    void *lib;
+
+    setenv("RECAP_CUPTI_PATH", path, 1);
+    lib = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    ck_assert_msg(lib != NULL, "%s", dlerror());
+    return lib;
+}
+
+static void hold(void *lib, const char *profiler)
+{
+    ((void (*)(const char *))dlsym(lib, "fake_cupti_hold"))(profiler);
+}
+
+static const char *holder_now(void)
+{
+    static char who[64];
+
+    ck_assert_ok(recap_cupti_holder(who, sizeof(who)));
+    return who;
+}
+
+START_TEST(subscribes_under_its_name_where_cupti_has_v2)
+{
+    void *lib = fake(RECAP_FAKE_CUPTI);
+    name_fn name = (name_fn)dlsym(lib, "fake_cupti_subscriber_name");
+
+    if (dlsym(lib, "cuptiSubscribe_v2") == NULL)
+        return; /* built against a CUPTI header without it */
+    ck_assert_ok(recap_hooks_install_cupti());
+    ck_assert_str_eq(name(), "CUPTI for recap");
+    ck_assert_ok(recap_hooks_uninstall_cupti());
+    ck_assert_str_eq(name(), "");
+}
+END_TEST
+
+/* A profiler holds CUPTI: recap is refused, says who holds it, and stays in explicit mode. */
+START_TEST(busy_names_the_holder)
+{
+    void *lib = fake(RECAP_FAKE_CUPTI);
+    recap_hooks_t hooks;
+    int is_free = 1;
+
+    if (dlsym(lib, "cuptiSubscribe_v2") == NULL)
+        return;
+    hold(lib, "Nsight Systems");
+    ck_assert_status(recap_hooks_install_cupti(), RECAP_ERR_BUSY);
+    ck_assert_msg(strstr(recap_last_error(), "CUPTI is held by \"CUPTI for Nsight Systems\"; "
+                                             "recap stays in explicit mode") != NULL,
+                  "%s", recap_last_error());
+    ck_assert_str_eq(holder_now(), "CUPTI for Nsight Systems");
+    ck_assert_ok(recap_hooks_active(&hooks));
+    ck_assert_int_eq(hooks, RECAP_HOOKS_NONE);
+    ck_assert_ok(recap_cupti_is_free(&is_free));
+    ck_assert_int_eq(is_free, 0);
+    /* the profiler lets go: recap gets CUPTI and the holder is forgotten */
+    ((void (*)(void))dlsym(lib, "fake_cupti_release"))();
+    ck_assert_ok(recap_hooks_install_cupti());
+    ck_assert_str_eq(holder_now(), "");
+    ck_assert_ok(recap_hooks_uninstall_cupti());
+}
+END_TEST
+
+/* An older CUPTI (no cuptiSubscribe_v2): the v1 call still subscribes; a refusal cannot name
+ * the holder. */
+START_TEST(older_cupti_subscribes_with_v1_and_cannot_name_the_holder)
+{
+    void *lib = fake(RECAP_FAKE_CUPTI_V1);
+    name_fn name = (name_fn)dlsym(lib, "fake_cupti_subscriber_name");
+    recap_hooks_t hooks;
+
+    ck_assert_ptr_null(dlsym(lib, "cuptiSubscribe_v2"));
+    ck_assert_ok(recap_hooks_install_cupti());
+    ck_assert_ok(recap_hooks_active(&hooks));
+    ck_assert_int_eq(hooks, RECAP_HOOKS_CUPTI);
+    ck_assert_str_eq(name(), ""); /* subscribed without a name */
+    ck_assert_ok(recap_hooks_uninstall_cupti());
+    hold(lib, "Nsight Systems");
+    ck_assert_status(recap_hooks_install_cupti(), RECAP_ERR_BUSY);
+    ck_assert_ptr_nonnull(strstr(recap_last_error(), "another CUPTI subscriber (a profiler?)"));
+    ck_assert_str_eq(holder_now(), "");
+}
+END_TEST
+
+/* recap-probe's hooks check and its JSON say who holds CUPTI. */
+START_TEST(probe_names_the_holder)
+{
+    char cmd[1024];
+    int status;
+    char *out;
+
+    snprintf(cmd, sizeof(cmd), "RECAP_CUPTI_PATH=%s FAKE_CUPTI_HELD_BY='Nsight Systems' "
+             "RECAP_PROBE_PYTHON_TIMEOUT=0 src/tools/recap-probe --json --check hooks",
+             RECAP_FAKE_CUPTI);
+    out = tu_shell(cmd, &status);
+    ck_assert_int_eq(status, 0);
+    ck_assert_msg(strstr(out, "\"cupti\":\"held\",\"cupti_holder\":\"CUPTI for Nsight "
+                              "Systems\"") != NULL, "%s", out);
+    ck_assert_msg(strstr(out, "CUPTI: held by \\\"CUPTI for Nsight Systems\\\"") != NULL, "%s",
+                  out);
+    free(out);
+}
+END_TEST
+
+/* RECAP_HOOKS=cupti asked for the CUPTI front end: refused, recap says so once on stderr, with
+ * the holder, whatever RECAP_LOG says. */
+START_TEST(configured_cupti_refused_warns_once_naming_the_holder)
+{
+    char cmd[1024];
+    int status;
+    char *err;
+    void *lib = dlopen(RECAP_FAKE_CUPTI, RTLD_NOW | RTLD_LOCAL);
+
+    ck_assert_ptr_nonnull(lib);
+    if (dlsym(lib, "cuptiSubscribe_v2") == NULL)
+        return; /* a CUPTI header without it: the holder cannot be named */
+    snprintf(cmd, sizeof(cmd), "env -u RECAP_LOG RECAP_HOOKS=cupti RECAP_CUPTI_PATH=%s "
+             "FAKE_CUPTI_HELD_BY='Nsight Compute' src/tools/recap-selfcheck --version 2>&1 "
+             ">/dev/null", RECAP_FAKE_CUPTI);
+    err = tu_shell(cmd, &status);
+    ck_assert_int_eq(status, 0);
+    ck_assert_msg(strstr(err, " recap WARN RECAP_HOOKS=cupti: recap's CUPTI front end is not "
+                              "installed: cuptiSubscribe: CUPTI is held by \"CUPTI for Nsight "
+                              "Compute\"") != NULL, "%s", err);
+    ck_assert_ptr_eq(strchr(err, '\n') + 1, err + strlen(err)); /* one line */
+    free(err);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s;
@@ -309,6 +445,13 @@ int main(void)
                         RESOURCE_CALLBACK + 1);
     tcase_add_test(tc, destroy_seen_only_as_a_resource_drops_the_record);
     tcase_add_test(tc, subscribers_hear_cupti_events_once);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("subscriber");
+    tcase_add_test(tc, subscribes_under_its_name_where_cupti_has_v2);
+    tcase_add_test(tc, busy_names_the_holder);
+    tcase_add_test(tc, older_cupti_subscribes_with_v1_and_cannot_name_the_holder);
+    tcase_add_test(tc, probe_names_the_holder);
+    tcase_add_test(tc, configured_cupti_refused_warns_once_naming_the_holder);
     suite_add_tcase(s, tc);
     return tu_run(s);
 }

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Device generators through the driver: in CI against the CUDA test double, on the GPU machine
  * (scripts/gpu-check, RECAP_CUDA_DRIVER empty) against the real driver. Same assertions.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The CUDA test double follows the driver's stream-capture and graph rules.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Faults recap must survive: each answered by a status with a message, nothing leaked (the suite
  * runs under AddressSanitizer's leak check in scripts/ci-sanitize), no capture or record left

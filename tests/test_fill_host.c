@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Host generators: fills bit-exact with cuRAND's host generator. */
 #include "fill_cases.h"
 

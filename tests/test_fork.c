@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * fork() of a process using recap: while another thread keeps taking recap's module locks (the
  * slot registry, the default tracker, the graph maps, a generator's own lock) and holds a capture
@@ -251,20 +252,24 @@ static void fork_exiting_children(int n, pid_t *pids)
     }
 }
 
-/* The lines of a report file, each checked to be one whole report. */
-static int report_lines(const char *path)
+/* The lines of a report file, each checked to be one whole report (and, with pid > 0, to be
+ * that process's). */
+static int report_lines(const char *path, pid_t pid)
 {
-    char line[1024];
+    char line[1024], mine[32];
     FILE *f = fopen(path, "r");
     int n = 0;
 
     ck_assert_msg(f != NULL, "no report %s", path);
+    snprintf(mine, sizeof(mine), ",\"pid\":%d,", (int)pid);
     while (fgets(line, sizeof(line), f) != NULL) {
         size_t len = strlen(line);
 
-        ck_assert_msg(strncmp(line, "{\"hooks\":", 9) == 0 && len >= 2 &&
+        ck_assert_msg(line[0] == '{' && strstr(line, "\"hooks\":") != NULL && len >= 2 &&
                           strcmp(line + len - 2, "}\n") == 0,
                       "%s: not a whole report line: %s", path, line);
+        ck_assert_msg(pid <= 0 || strstr(line, mine) != NULL, "%s: not %d's: %s", path,
+                      (int)pid, line);
         n++;
     }
     fclose(f);
@@ -288,7 +293,7 @@ START_TEST(processes_sharing_a_report_file_each_append_a_line)
     setenv("RECAP_REPORT", path, 1);
     fork_exiting_children(4, pids);
     unsetenv("RECAP_REPORT"); /* this process's own exit writes none */
-    ck_assert_int_eq(report_lines(path), 1 + 4);
+    ck_assert_int_eq(report_lines(path, 0), 1 + 4);
     unlink(path);
     rmdir(dir);
 }
@@ -309,7 +314,7 @@ START_TEST(pid_in_the_report_path_gives_each_process_its_own_file)
     ck_assert_msg(access(spec, F_OK) != 0, "%s was written as named", spec);
     for (i = 0; i < 3; i++) {
         snprintf(path, sizeof(path), "%s/r.%d.json", dir, (int)pids[i]);
-        ck_assert_int_eq(report_lines(path), 1);
+        ck_assert_int_eq(report_lines(path, pids[i]), 1);
         unlink(path);
     }
     rmdir(dir);

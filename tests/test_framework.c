@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Framework generators: a framework's own generator (tests/fake_framework.c) driven by recap's
  * tracker, seeding and snapshots. The framework's kernel draws what cuRAND's host generator

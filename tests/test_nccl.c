@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Distributed checkpoint inputs over NCCL, in CI: tests/fake_nccl.c stands in for libnccl.so.2
  * (RECAP_NCCL_LIB) with communicators whose ranks are threads of this process, and the CUDA test

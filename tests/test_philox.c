@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Philox4x32-10 (recap/philox.h) against Random123's known answers and cuRAND's layout. */
 #include <stdlib.h>
 #include <string.h>

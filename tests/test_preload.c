@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The LD_PRELOAD front end against the CUDA test double: a host that finds the driver through
  * dlsym/cuGetProcAddress (tests/preload_client.c) is hooked when librecap is preloaded (its
@@ -71,7 +72,7 @@ START_TEST(preloaded_recap_hooks_a_driver_lookup_host)
         return; /* the client checks which object answers; on a real GPU gpu-check covers this */
     rc = run_client(env, err, sizeof(err));
     ck_assert_msg(rc == 0, "client exit %d: %s", rc, err);
-    ck_assert_msg(strstr(err, "recap: info: capture") != NULL, "no capture in the log: %s", err);
+    ck_assert_msg(strstr(err, " recap INFO capture") != NULL, "no capture in the log: %s", err);
     ck_assert_msg(strstr(err, "interception front end: preload") != NULL, "%s", err);
 }
 END_TEST

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * recap-probe, run as a subprocess the way an engineer runs it: without a CUDA driver (every
  * device check not applicable, host checks pass, exit 0), against the CUDA test double in CI or
@@ -5,10 +6,14 @@
  * parser, --check, usage errors, forced failure, --run; and the library API behind it.
  * Outcomes of GPU behaviour are not asserted here: they differ between the double and drivers.
  */
+#define _GNU_SOURCE /* strptime, timegm */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "testutil.h"
 
@@ -252,6 +257,16 @@ static const json_t *jget(const json_t *obj, const char *key)
     return NULL;
 }
 
+static int jhas(const json_t *obj, const char *key)
+{
+    size_t i;
+
+    for (i = 0; i < obj->n; i++)
+        if (strcmp(obj->keys[i], key) == 0)
+            return 1;
+    return 0;
+}
+
 static const char *jstr(const json_t *obj, const char *key)
 {
     const json_t *v = jget(obj, key);
@@ -295,7 +310,10 @@ static char *probe(const char *env, const char *args, int merge, int *status_p)
     FILE *f;
     int ws;
 
-    snprintf(cmd, sizeof(cmd), "%s %s %s %s", env, tool(), args, merge ? "2>&1" : "2>/dev/null");
+    /* python3 is not asked unless a test says so (`env` comes after): importing torch on the GPU
+     * machine would cost seconds a run */
+    snprintf(cmd, sizeof(cmd), "RECAP_PROBE_PYTHON_TIMEOUT=0 %s %s %s %s", env, tool(), args,
+             merge ? "2>&1" : "2>/dev/null");
     f = popen(cmd, "r");
     ck_assert_msg(f != NULL && out != NULL, "cannot run %s", cmd);
     while (!feof(f) && !ferror(f)) {
@@ -533,6 +551,293 @@ START_TEST(help_exits_0_and_describes_every_check)
 }
 END_TEST
 
+/* A text tag as roff prints it in bold: each '-' escaped. */
+static void roff_tag(const char *tag, size_t len, char *buf, size_t cap)
+{
+    size_t i, n = (size_t)snprintf(buf, cap, "\\fB");
+
+    for (i = 0; i < len && n + 4 < cap; i++) {
+        if (tag[i] == '-')
+            buf[n++] = '\\';
+        buf[n++] = tag[i];
+    }
+    snprintf(buf + n, cap - n, "\\fR");
+}
+
+/* --help and --man print one manual: each heading of the text is a .SH of the roff, each option
+ * and check a bold .TP tag, so the installed man page cannot say something --help does not. */
+START_TEST(man_page_has_the_sections_options_and_checks_of_help)
+{
+    int status, items = 0;
+    char *text = probe(NO_DRIVER, "--help", 0, &status), *line, *save = NULL;
+    char *roff = probe(NO_DRIVER, "--man", 0, &status), want[256];
+
+    ck_assert_int_eq(status, 0);
+    ck_assert_msg(strncmp(roff, ".TH RECAP-PROBE 1 ", 18) == 0, "%.80s", roff);
+    for (line = strtok_r(text, "\n", &save); line != NULL; line = strtok_r(NULL, "\n", &save)) {
+        if (line[0] >= 'A' && line[0] <= 'Z' && strchr(line, '(') == NULL) {
+            snprintf(want, sizeof(want), ".SH %s\n", line);
+            ck_assert_msg(strstr(roff, want) != NULL, "no %s", want);
+        } else if (strncmp(line, "    ", 4) == 0 && line[4] != ' ' && strstr(line + 4, "  ")) {
+            /* "    TAG   text": an option, a check, a variable or an exit status */
+            roff_tag(line + 4, (size_t)(strstr(line + 4, "  ") - (line + 4)), want, sizeof(want));
+            ck_assert_msg(strstr(roff, want) != NULL, "no %s in the man page", want);
+            items++;
+        }
+    }
+    ck_assert_int_ge(items, 15);
+    free(text);
+    free(roff);
+}
+END_TEST
+
+/* ---------------------------------------------------------------- facts as values */
+
+START_TEST(json_has_a_schema_and_the_facts_as_values_without_driver)
+{
+    int status;
+    json_t *doc = probe_json(NO_DRIVER " RECAP_PROBE_PYTHON_TIMEOUT=0", "", &status);
+    const json_t *hooks = jget(doc, "hooks"), *py = jget(doc, "python");
+    char abi[16];
+
+    snprintf(abi, sizeof(abi), "%d.%d", recap_abi_version() >> 16, recap_abi_version() & 0xffff);
+    ck_assert_int_eq((int)jnum(doc, "schema"), 1);
+    ck_assert_str_eq(jstr(doc, "abi"), abi);
+    ck_assert_int_eq(jget(doc, "driver")->type, J_NULL);
+    ck_assert_int_eq(jget(doc, "devices")->type, J_ARR);
+    ck_assert_uint_eq(jget(doc, "devices")->n, 0);
+    ck_assert_int_eq(jget(doc, "registration_needed")->type, J_NULL); /* not applicable */
+    ck_assert_str_eq(jstr(hooks, "front_end"), "none");
+    ck_assert_msg(strcmp(jstr(hooks, "cupti"), "free") == 0 ||
+                  strcmp(jstr(hooks, "cupti"), "held") == 0 ||
+                  strcmp(jstr(hooks, "cupti"), "unavailable") == 0, "%s", jstr(hooks, "cupti"));
+    ck_assert_int_eq(jget(py, "version")->type, J_NULL);
+    ck_assert_str_eq(jstr(py, "note"), "not asked (RECAP_PROBE_PYTHON_TIMEOUT=0)");
+    ck_assert_str_eq(jstr(jget(doc, "settings"), "RECAP_CUDA_DRIVER"), "/nonexistent");
+    ck_assert_int_eq(jget(doc, "strict_failure")->type, J_NULL);
+    jfree(doc);
+}
+END_TEST
+
+/* Only the checks that ran give their costly facts: hooks (CUPTI) and registration. */
+START_TEST(facts_of_checks_that_did_not_run_are_null)
+{
+    int status;
+    json_t *doc = probe_json("RECAP_PROBE_PYTHON_TIMEOUT=0", "--check philox", &status);
+
+    ck_assert_int_eq(jget(doc, "hooks")->type, J_NULL);
+    ck_assert_int_eq(jget(doc, "registration_needed")->type, J_NULL);
+    ck_assert_int_eq(jget(doc, "devices")->type, J_ARR); /* cheap: always there */
+    jfree(doc);
+}
+END_TEST
+
+START_TEST(settings_list_every_recap_variable_in_json_and_table)
+{
+    int status;
+    json_t *doc = probe_json(NO_DRIVER " RECAP_PROBE_PYTHON_TIMEOUT=0 RECAP_SOMETHING_ELSE='a b'",
+                             "--check philox", &status);
+    const json_t *set = jget(doc, "settings");
+    char *out, *line, *a, *b;
+
+    ck_assert_str_eq(jstr(set, "RECAP_SOMETHING_ELSE"), "a b");
+    ck_assert_str_eq(jstr(set, "RECAP_PROBE_PYTHON_TIMEOUT"), "0");
+    ck_assert_str_eq(jstr(set, "RECAP_CUDA_DRIVER"), "/nonexistent");
+    jfree(doc);
+    out = probe(NO_DRIVER " RECAP_PROBE_PYTHON_TIMEOUT=0", "--check philox", 0, &status);
+    line = strstr(out, "\nsettings                RECAP_");
+    ck_assert_msg(line != NULL, "%s", out);
+    /* sorted by name; the environment of the run may add its own RECAP_* (the sanitizer runs) */
+    a = strstr(line, " RECAP_CUDA_DRIVER=/nonexistent ");
+    b = strstr(line, " RECAP_PROBE_PYTHON_TIMEOUT=0");
+    ck_assert_msg(a != NULL && b != NULL && a < b && b < strchr(line + 1, '\n'), "%s", line);
+    free(out);
+}
+END_TEST
+
+/* A python3 on PATH that prints `script`'s lines (and then runs `then`): a stand-in for an
+ * interpreter with or without torch. Returns the folder to put first on PATH. */
+static char *fake_python(const char *lines, const char *then)
+{
+    char *dir = strdup("/tmp/recap-python-XXXXXX"), path[256];
+    FILE *f;
+
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    snprintf(path, sizeof(path), "%s/python3", dir);
+    f = fopen(path, "w");
+    ck_assert_ptr_nonnull(f);
+    fprintf(f, "#!/bin/sh\nprintf '%s'\n%s\n", lines, then);
+    fclose(f);
+    ck_assert_int_eq(chmod(path, 0755), 0);
+    return dir;
+}
+
+static void drop_fake_python(char *dir)
+{
+    char path[256];
+
+    snprintf(path, sizeof(path), "%s/python3", dir);
+    unlink(path);
+    rmdir(dir);
+    free(dir);
+}
+
+static json_t *probe_with_python(const char *dir, const char *timeout, int *status)
+{
+    char env[512];
+
+    snprintf(env, sizeof(env), NO_DRIVER " PATH=%s:$PATH RECAP_PROBE_PYTHON_TIMEOUT=%s", dir,
+             timeout);
+    return probe_json(env, "--check philox", status);
+}
+
+START_TEST(python_and_torch_versions_come_from_python3_on_path)
+{
+    char *dir = fake_python("python 3.99.1\\ntorch 9.8.7+cu130\\ntorch_cuda 13.0\\n", "exit 0");
+    char env[512];
+    int status;
+    json_t *doc = probe_with_python(dir, "10", &status);
+    const json_t *py = jget(doc, "python");
+    char *out;
+
+    ck_assert_str_eq(jstr(py, "version"), "3.99.1");
+    ck_assert_str_eq(jstr(py, "torch"), "9.8.7+cu130");
+    ck_assert_str_eq(jstr(py, "torch_cuda"), "13.0");
+    ck_assert_int_eq(jget(py, "note")->type, J_NULL);
+    jfree(doc);
+    snprintf(env, sizeof(env), NO_DRIVER " PATH=%s:$PATH RECAP_PROBE_PYTHON_TIMEOUT=10", dir);
+    out = probe(env, "--check philox", 0, &status);
+    ck_assert_msg(strstr(out, "\npython                  python 3.99.1, torch 9.8.7+cu130 (CUDA "
+                              "13.0)\n") != NULL, "%s", out);
+    free(out);
+    drop_fake_python(dir);
+}
+END_TEST
+
+START_TEST(python_without_torch_says_so)
+{
+    char *dir = fake_python("python 3.99.1\\n", "exit 1");
+    int status;
+    json_t *doc = probe_with_python(dir, "10", &status);
+    const json_t *py = jget(doc, "python");
+
+    ck_assert_int_eq(status, 0);
+    ck_assert_str_eq(jstr(py, "version"), "3.99.1");
+    ck_assert_int_eq(jget(py, "torch")->type, J_NULL);
+    ck_assert_str_eq(jstr(py, "note"), "torch does not import");
+    jfree(doc);
+    drop_fake_python(dir);
+}
+END_TEST
+
+/* A python3 that hangs (an import stuck on a network file system) costs the time limit only. */
+START_TEST(python_that_does_not_answer_is_cut_at_the_time_limit)
+{
+    char *dir = fake_python("python 3.99.1\\n", "exec sleep 30");
+    time_t t0 = time(NULL);
+    int status;
+    json_t *doc = probe_with_python(dir, "1", &status);
+    const json_t *py = jget(doc, "python");
+
+    ck_assert_int_eq(status, 0);
+    ck_assert_int_le(time(NULL) - t0, 10);
+    ck_assert_str_eq(jstr(py, "version"), "3.99.1");
+    ck_assert_int_eq(jget(py, "torch")->type, J_NULL);
+    ck_assert_str_eq(jstr(py, "note"), "python3 did not answer within 1 s");
+    jfree(doc);
+    drop_fake_python(dir);
+}
+END_TEST
+
+START_TEST(strict_fails_without_a_driver)
+{
+    int status;
+    json_t *doc = probe_json(NO_DRIVER " RECAP_PROBE_PYTHON_TIMEOUT=0", "--strict", &status);
+    char *out;
+
+    ck_assert_int_eq(status, 1);
+    ck_assert_int_eq((int)jnum(doc, "exit_status"), 1);
+    ck_assert_int_eq((int)jnum(doc, "failed"), 0); /* no check failed: the preflight did */
+    ck_assert_str_eq(jstr(doc, "strict_failure"), "no CUDA driver");
+    jfree(doc);
+    out = probe(NO_DRIVER " RECAP_PROBE_PYTHON_TIMEOUT=0", "--strict --check philox", 1, &status);
+    ck_assert_int_eq(status, 1);
+    ck_assert_ptr_nonnull(strstr(out, "recap-probe: --strict: no CUDA driver\n"));
+    free(out);
+}
+END_TEST
+
+START_TEST(strict_passes_with_a_driver_and_a_device)
+{
+    int status, count = 0;
+    json_t *doc;
+
+    if (recap_device_count(&count) != RECAP_OK || count < 1)
+        return; /* run by hand on a machine without a driver */
+    doc = probe_json("RECAP_PROBE_PYTHON_TIMEOUT=0", "--strict --check devices", &status);
+    ck_assert_int_eq(status, 0);
+    ck_assert_int_eq(jget(doc, "strict_failure")->type, J_NULL);
+    jfree(doc);
+}
+END_TEST
+
+/* The structured facts say what the library says (the prose stays as it was). */
+START_TEST(with_driver_facts_match_the_library)
+{
+    int status, version, count = 0, d;
+    json_t *doc;
+    const json_t *devs;
+
+    if (recap_driver_version(&version) != RECAP_OK || recap_device_count(&count) != RECAP_OK)
+        return;
+    doc = probe_json("RECAP_PROBE_PYTHON_TIMEOUT=0", "--check driver,devices,registration",
+                     &status);
+    ck_assert_int_eq((int)jnum(jget(doc, "driver"), "version"), version);
+    ck_assert_int_eq((int)jnum(jget(doc, "driver"), "major"), version / 1000);
+    devs = jget(doc, "devices");
+    ck_assert_uint_eq(devs->n, (size_t)count);
+    for (d = 0; d < count; d++) {
+        char name[256], cc[16];
+        int major, minor;
+        size_t mem;
+
+        ck_assert_ok(recap_device_info(d, name, sizeof(name), &major, &minor, &mem));
+        snprintf(cc, sizeof(cc), "%d.%d", major, minor);
+        ck_assert_int_eq((int)jnum(devs->items[d], "index"), d);
+        ck_assert_str_eq(jstr(devs->items[d], "name"), name);
+        ck_assert_str_eq(jstr(devs->items[d], "compute_capability"), cc);
+        ck_assert_int_eq((int)jnum(devs->items[d], "cc_major"), major);
+        ck_assert(jnum(devs->items[d], "memory_bytes") == (double)mem);
+    }
+    ck_assert_int_eq(jget(doc, "registration_needed")->type, J_BOOL);
+    ck_assert_ptr_nonnull(strstr(jstr(check_named(doc, "devices"), "detail"), "0: "));
+    jfree(doc);
+}
+END_TEST
+
+/* Detail lines wrap to COLUMNS, indented under the detail column; through a pipe without
+ * COLUMNS each check is one line. */
+START_TEST(table_wraps_details_to_the_terminal_width)
+{
+    int status, continued = 0;
+    char *wide = probe(NO_DRIVER " RECAP_PROBE_PYTHON_TIMEOUT=0", "", 0, &status);
+    char *narrow = probe(NO_DRIVER " RECAP_PROBE_PYTHON_TIMEOUT=0 COLUMNS=60", "", 0, &status);
+    char *line, *save = NULL;
+
+    ck_assert_ptr_null(strstr(wide, "\n                        "));
+    for (line = strtok_r(narrow, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+        size_t len = strlen(line);
+
+        continued += strncmp(line, "                        ", 24) == 0;
+        /* longer only when one word (a path) does not fit on its own line */
+        ck_assert_msg(len <= 60 || strchr(line + 24, ' ') == NULL, "%zu: %s", len, line);
+    }
+    ck_assert_int_gt(continued, 5);
+    free(wide);
+    free(narrow);
+}
+END_TEST
+
 /* ---------------------------------------------------------------- with a driver */
 
 /* RECAP_CUDA_DRIVER as the suite runs: the test double in CI, the real driver on the GPU
@@ -618,6 +923,10 @@ START_TEST(run_reports_what_recap_saw)
     for (i = 0; i < sizeof(fields) / sizeof(fields[0]); i++)
         jget(report, fields[i]);
     ck_assert_int_eq((int)jnum(report, "captures"), 0);
+    ck_assert_str_eq(jstr(report, "recap"), recap_version_string());
+    /* the fields naming one process stay in the report file, out of the summary */
+    ck_assert(!jhas(report, "pid") && !jhas(report, "host") && !jhas(report, "rank") &&
+              !jhas(report, "time"));
     jfree(doc);
 }
 END_TEST
@@ -673,6 +982,129 @@ START_TEST(run_sums_the_counts_of_its_processes)
 }
 END_TEST
 
+/* ---------------------------------------------------------------- RECAP_REPORT itself */
+
+/* The report lines in `path`, each parsed; *n_p of them. */
+static json_t **report_lines(const char *path, size_t *n_p)
+{
+    FILE *f = fopen(path, "r");
+    char line[4096];
+    json_t **lines = calloc(16, sizeof(*lines));
+    size_t n = 0;
+
+    ck_assert_msg(f != NULL, "no report %s", path);
+    while (fgets(line, sizeof(line), f) != NULL && n < 16) {
+        ck_assert_msg(strchr(line, '\n') != NULL, "a line cut or without newline: %s", line);
+        lines[n] = json_parse(line);
+        ck_assert_msg(lines[n] != NULL && lines[n]->type == J_OBJ, "not JSON: %s", line);
+        n++;
+    }
+    fclose(f);
+    *n_p = n;
+    return lines;
+}
+
+static void free_lines(json_t **lines, size_t n)
+{
+    while (n-- > 0)
+        jfree(lines[n]);
+    free(lines);
+}
+
+/* recap-selfcheck --version loads librecap and exits normally: one report line. */
+static void write_report(const char *env, const char *path)
+{
+    char cmd[1024];
+    int status;
+    char *out;
+
+    snprintf(cmd, sizeof(cmd), "env -u RANK -u OMPI_COMM_WORLD_RANK -u SLURM_PROCID -u PMI_RANK "
+             "%s RECAP_REPORT=%s src/tools/recap-selfcheck --version >/dev/null", env, path);
+    out = tu_shell(cmd, &status);
+    ck_assert_int_eq(status, 0);
+    free(out);
+}
+
+START_TEST(report_line_says_whose_it_is)
+{
+    char dir[] = "/tmp/recap-report-XXXXXX", spec[128], path[512], host[256];
+    struct tm tm = {0};
+    json_t **lines;
+    size_t n;
+    long pid;
+    const char *rest;
+    FILE *ls;
+
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    snprintf(spec, sizeof(spec), "%s/r.%%h.%%p", dir);
+    write_report("RANK=4", spec);
+    ck_assert_int_eq(gethostname(host, sizeof(host)), 0);
+    snprintf(path, sizeof(path), "ls %s", dir);
+    ls = popen(path, "r");
+    ck_assert_ptr_nonnull(ls);
+    ck_assert_ptr_nonnull(fgets(spec, sizeof(spec), ls));
+    pclose(ls);
+    spec[strcspn(spec, "\n")] = '\0';
+    snprintf(path, sizeof(path), "r.%s.%%ld", host);
+    ck_assert_msg(sscanf(spec, path, &pid) == 1, "file %s", spec);
+    snprintf(path, sizeof(path), "%s/%s", dir, spec);
+    lines = report_lines(path, &n);
+    ck_assert_uint_eq(n, 1);
+    ck_assert_str_eq(jstr(lines[0], "recap"), recap_version_string());
+    ck_assert_str_eq(jstr(lines[0], "host"), host);
+    ck_assert_int_eq((long)jnum(lines[0], "pid"), pid);
+    ck_assert_int_eq((int)jnum(lines[0], "rank"), 4);
+    ck_assert_str_eq(jstr(lines[0], "hooks"), "none");
+    ck_assert_int_eq((int)jnum(lines[0], "captures"), 0);
+    rest = strptime(jstr(lines[0], "time"), "%Y-%m-%dT%H:%M:%S", &tm);
+    ck_assert_msg(rest != NULL && strlen(rest) == 8 && rest[7] == 'Z', "%s",
+                  jstr(lines[0], "time"));
+    ck_assert_int_le(labs((long)(timegm(&tm) - time(NULL))), 60);
+    free_lines(lines, n);
+    unlink(path);
+    rmdir(dir);
+}
+END_TEST
+
+/* Ranks sharing one file append a whole line each; no rank known is null. */
+START_TEST(report_lines_of_ranks_sharing_a_file_append)
+{
+    char dir[] = "/tmp/recap-report-XXXXXX", path[512];
+    json_t **lines;
+    size_t n;
+
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    snprintf(path, sizeof(path), "%s/all.jsonl", dir);
+    write_report("OMPI_COMM_WORLD_RANK=0", path);
+    write_report("SLURM_PROCID=1", path);
+    write_report("", path);
+    lines = report_lines(path, &n);
+    ck_assert_uint_eq(n, 3);
+    ck_assert_int_eq((int)jnum(lines[0], "rank"), 0);
+    ck_assert_int_eq((int)jnum(lines[1], "rank"), 1);
+    ck_assert_int_eq(jget(lines[2], "rank")->type, J_NULL);
+    ck_assert_int_ne((int)jnum(lines[0], "pid"), (int)jnum(lines[1], "pid"));
+    free_lines(lines, n);
+    unlink(path);
+    rmdir(dir);
+}
+END_TEST
+
+START_TEST(unwritable_report_warns_once_on_stderr)
+{
+    int status;
+    char *err = tu_shell("RECAP_REPORT=/nonexistent/dir/report.json src/tools/recap-selfcheck "
+                         "--version 2>&1 >/dev/null", &status);
+
+    ck_assert_int_eq(status, 0);
+    ck_assert_msg(strstr(err, " recap WARN RECAP_REPORT=/nonexistent/dir/report.json: cannot "
+                         "open /nonexistent/dir/report.json: No such file or directory; no "
+                         "report written\n") != NULL, "%s", err);
+    ck_assert_ptr_eq(strchr(err, '\n') + 1, err + strlen(err)); /* one line */
+    free(err);
+}
+END_TEST
+
 /* ---------------------------------------------------------------- the library API */
 
 START_TEST(api_rejects_unknown_names_and_runs_nothing)
@@ -724,6 +1156,17 @@ int main(void)
     tcase_add_test(tc, unknown_check_exits_2_naming_the_checks);
     tcase_add_test(tc, bad_usage_exits_2);
     tcase_add_test(tc, help_exits_0_and_describes_every_check);
+    tcase_add_test(tc, man_page_has_the_sections_options_and_checks_of_help);
+    tcase_add_test(tc, json_has_a_schema_and_the_facts_as_values_without_driver);
+    tcase_add_test(tc, facts_of_checks_that_did_not_run_are_null);
+    tcase_add_test(tc, settings_list_every_recap_variable_in_json_and_table);
+    tcase_add_test(tc, python_and_torch_versions_come_from_python3_on_path);
+    tcase_add_test(tc, python_without_torch_says_so);
+    tcase_add_test(tc, python_that_does_not_answer_is_cut_at_the_time_limit);
+    tcase_add_test(tc, strict_fails_without_a_driver);
+    tcase_add_test(tc, strict_passes_with_a_driver_and_a_device);
+    tcase_add_test(tc, with_driver_facts_match_the_library);
+    tcase_add_test(tc, table_wraps_details_to_the_terminal_width);
     tcase_add_test(tc, with_driver_driver_and_devices_pass);
     /* --run preloads librecap into other programs: not with a sanitizer-built librecap
      * (scripts/ci-sanitize sets RECAP_TEST_NO_PRELOAD), whose runtime must come first. */
@@ -734,6 +1177,9 @@ int main(void)
         tcase_add_test(tc, run_of_several_processes_reports_them_together);
         tcase_add_test(tc, run_sums_the_counts_of_its_processes);
     }
+    tcase_add_test(tc, report_line_says_whose_it_is);
+    tcase_add_test(tc, report_lines_of_ranks_sharing_a_file_append);
+    tcase_add_test(tc, unwritable_report_warns_once_on_stderr);
     tcase_add_test(tc, api_rejects_unknown_names_and_runs_nothing);
     tcase_add_test(tc, api_runs_a_named_check_once);
     suite_add_tcase(s, tc);

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Regions without output on plain host buffers: the lifecycle, release and rebuild, triggers,
  * stashed inputs, the recompute context, aliasing and the plain-call case. */
 #include "config.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Recorded calls: signatures (libffi), argument values copied at record time and passed again at
  * rebuild, return values, and the signatures and calls that are refused. */
 #include "config.h"

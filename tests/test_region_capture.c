@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Regions on device buffers, eagerly and inside a captured graph: the rebuild inside the capture
  * redraws exactly the forward's random numbers on every replay (snapshots on a graph-safe

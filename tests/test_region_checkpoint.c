@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Full recompute (checkpoint): the backward's recomputed outputs equal the forward's, the RNG
  * goes on as before, the distributed first input, and the calls that are refused. */
 #include "config.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The manager: chains of regions released together and rebuilt in forward order by one trigger,
  * giving what the same layers give without checkpointing; and the objects it refuses. */
 #include "config.h"

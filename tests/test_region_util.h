@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Helpers shared by the region suites: a plain host with a tracker, buffers of floats, and
  * recorded functions that draw dropout masks the way a training step does. */
 #ifndef RECAP_TEST_REGION_UTIL_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Whole-state snapshots: take/restore, and their serialized form for training checkpoints. */
 #include "config.h"
 

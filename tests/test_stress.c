@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Concurrency: several threads each run a training-step-like program on their own graph-safe
  * tracker (device 0) and stream: thread-local captures with a fork inside, instantiation and

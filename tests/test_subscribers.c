@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Capture subscribers: the events a host's callbacks receive for captures reported through
  * recap's own calls (the preload and CUPTI front ends are covered by test_preload and

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The RNG state tracker: named states, fork/unfork, states objects, the default tracker. */
 #include "config.h"
 

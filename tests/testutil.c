@@ -1,7 +1,9 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 #include <check.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/wait.h>
 #include <time.h>
 
 #include "testutil.h"
@@ -38,6 +40,26 @@ uint64_t tu_rand_offset(void)
     case 1: return 4 * tu_rand_below(1000);
     default: return 4 * (tu_rand() >> 20);
     }
+}
+
+char *tu_shell(const char *cmd, int *status_p)
+{
+    size_t len = 0, cap = 1 << 16;
+    char *out = malloc(cap);
+    FILE *f = popen(cmd, "r");
+    int ws;
+
+    ck_assert_msg(f != NULL && out != NULL, "cannot run %s", cmd);
+    while (!feof(f) && !ferror(f)) {
+        if (len + 4096 >= cap)
+            ck_assert_ptr_nonnull(out = realloc(out, cap *= 2));
+        len += fread(out + len, 1, cap - len - 1, f);
+    }
+    out[len] = '\0';
+    ws = pclose(f);
+    ck_assert_msg(ws != -1 && WIFEXITED(ws), "%s did not exit", cmd);
+    *status_p = WEXITSTATUS(ws);
+    return out;
 }
 
 int tu_run(Suite *s)

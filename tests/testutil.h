@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Helpers shared by the Check suites. */
 #ifndef RECAP_TESTUTIL_H
 #define RECAP_TESTUTIL_H
@@ -25,6 +26,9 @@ uint64_t tu_rand_offset(void);
                       recap_strerror(st_), recap_last_error(), (want));                    \
     } while (0)
 #define ck_assert_ok(expr) ck_assert_status((expr), RECAP_OK)
+
+/* Runs `cmd` through the shell: what it printed on stdout (free it) and its exit status. */
+char *tu_shell(const char *cmd, int *status_p);
 
 /* Runs the suite and returns the process exit status. */
 int tu_run(Suite *s);

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * recap example: a training step of a small MLP (linear -> dropout -> GELU-like, several
  * layers, then a linear output and a squared-error loss), run without and with activation

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The example's model: buffers, the layers' arithmetic and the dropout+GELU region function. */
 #include <math.h>
 #include <stdio.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * A small MLP training step for the recap example: L layers of linear -> dropout -> GELU-like,
  * then a linear output layer and a squared-error loss, forward and backward by hand.

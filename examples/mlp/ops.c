@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The example's operations on buffers. On host buffers an operation is a call. On device buffers
  * it is stream work: its device operands are copied into pinned staging memory, a host function

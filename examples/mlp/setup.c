@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The example's environment (plain host, tracker, stream) and weights. */
 #include <stdlib.h>
 #include <string.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * One training step, with or without regions. With regions, layer i's dropout+GELU runs in a
  * region without output; once its consumer (the next linear, or the output layer) has run, the

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """CPU checks of recap_torch (no GPU needed): the Philox reference against Random123's known
 answers and against include/recap/philox.h compiled with cc, the Triton dropout kernel run by
 Triton's interpreter against the reference (by value and through captured slot pointers), the

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """recap_torch: a PyTorch plugin over librecap, through ctypes.
 
 What it gives a PyTorch training job (see README.md beside this file):

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """A small training job on recap_torch: an MLP stack (LayerNorm -> Linear -> recap dropout in the
 tensor-parallel fork -> GELU -> Linear -> recap dropout + residual), the dropout+GELU of every
 layer recomputed through recap's region API, trained eagerly and as one CUDA graph per step.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * recap/philox.h — Philox4x32-10 and Philox-argument unpacking, for CUDA kernels of any
  * project and for host C. Header-only; no dependency on the rest of recap.

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """recap: graph-safe RNG states, automatic CUDA-graph registration and activation recompute for
 training jobs, from the C library librecap.
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Loading librecap and calling it: statuses become exceptions that carry recap's message."""
 from __future__ import annotations
 

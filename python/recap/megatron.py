@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Megatron-Core's ``tensor_parallel.random`` (0.19) running on recap.
 
 Every public name of Megatron's module, with its signature and semantics, on recap's C tracker

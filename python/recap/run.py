@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """recap-run: runs a command with recap active in every process it starts, unmodified.
 
     recap-run [--no-preload] [--no-megatron] COMMAND [ARGS...]

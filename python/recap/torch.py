@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """torch's CUDA generators as recap framework generators, and their registration with torch's
 CUDA graphs.
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The package's C declarations against include/recap.h: every constant, structure field and
 function prototype the package uses must be the header's (no GPU, no torch needed)."""
 import ctypes
@@ -140,8 +141,10 @@ class HeaderAgreement(unittest.TestCase):
     def test_python_version_is_the_c_library_version(self):
         from recap import __version__, library_version
         with open(os.path.join(ROOT, "configure.ac")) as f:
-            m = re.search(r"AC_INIT\(\[recap\],\s*\[([^\]]+)\]", f.read())
-        self.assertEqual(__version__, m.group(1))
+            ac = f.read()
+        parts = [re.search(r"m4_define\(\[recap_%s\],\s*\[(\d+)\]\)" % k, ac).group(1)
+                 for k in ("major", "minor", "patch")]
+        self.assertEqual(__version__, ".".join(parts))
         self.assertEqual(library_version(), __version__)
 
 

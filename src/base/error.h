@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Status and last-error plumbing shared by every layer. */
 #ifndef RECAP_BASE_ERROR_H
 #define RECAP_BASE_ERROR_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * A small spinlock for state that is held for a few loads and stores (generator offsets, tracker
  * maps). Uncontended it costs one atomic exchange and one release store, about half of a

@@ -1,48 +1,147 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 #include "config.h"
 
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
+#include "base/env.h"
+#include "base/ident.h"
 #include "base/log.h"
+
+#define SINK_UNOPENED (-2)
 
 /* -1 until the environment has been read; a benign race (every reader computes the same). */
 static volatile int log_level = -1;
+static int log_time;
 
-static int parse_level(const char *s)
+/* RECAP_LOG_FILE, opened at the first line (a process that logs nothing creates no file). */
+static pthread_mutex_t sink_lock = PTHREAD_MUTEX_INITIALIZER;
+static int sink_fd = SINK_UNOPENED;
+static int sink_per_process; /* the name has a %p: a forked child opens its own */
+
+static void read_settings(void)
 {
-    if (s == NULL || *s == '\0' || strcmp(s, "off") == 0 || strcmp(s, "0") == 0)
-        return RECAP_LOG_OFF;
-    if (strcmp(s, "debug") == 0)
-        return RECAP_LOG_DEBUG;
-    if (strcmp(s, "info") == 0)
-        return RECAP_LOG_INFO;
-    return RECAP_LOG_WARN; /* "warn" and anything unrecognised: the user asked for some output */
+    /* Indexes are the RECAP_LOG_* levels; "0" (after them) is off too. */
+    static const char *const levels[] = {"off", "warn", "info", "debug", "0", NULL};
+    static const char *const flags[] = {"0", "1", NULL};
+    int level;
+
+    log_time = recap__env_choice("RECAP_LOG_TIME", flags, 0, 0); /* first: warnings show it */
+    level = recap__env_choice("RECAP_LOG", levels, 0, RECAP_LOG_WARN);
+    /* An unknown value (warned about) still asked for some output: warnings. */
+    log_level = level > RECAP_LOG_DEBUG ? RECAP_LOG_OFF : level;
 }
 
 int recap__log_level(void)
 {
-    int level = log_level;
+    if (log_level < 0)
+        read_settings();
+    return log_level;
+}
 
-    if (level < 0) {
-        level = parse_level(getenv("RECAP_LOG"));
-        log_level = level;
+/* Read at load, so a RECAP_LOG or RECAP_LOG_TIME recap does not understand is reported even
+ * when nothing is ever logged. */
+__attribute__((constructor)) static void log_settings_at_load(void)
+{
+    recap__log_level();
+}
+
+void recap__log_atfork(recap_atfork_t when)
+{
+    recap__atfork_mutex(&sink_lock, when);
+    if (when == RECAP_ATFORK_CHILD && sink_per_process && sink_fd >= 0) {
+        close(sink_fd); /* the parent's file: the child names its own at its first line */
+        sink_fd = SINK_UNOPENED;
     }
-    return level;
+}
+
+static int open_sink(void)
+{
+    const char *spec = recap__env("RECAP_LOG_FILE");
+    char path[PATH_MAX];
+    int own, fd;
+
+    if (spec == NULL)
+        return STDERR_FILENO;
+    own = recap__env_path(spec, path, sizeof(path));
+    if (own < 0) {
+        recap__env_warn("RECAP_LOG_FILE", "RECAP_LOG_FILE=%s: the name is too long; logging "
+                        "to stderr", spec);
+        return STDERR_FILENO;
+    }
+    fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0666);
+    if (fd < 0) {
+        recap__env_warn("RECAP_LOG_FILE", "RECAP_LOG_FILE=%s: cannot open %s: %s; logging to "
+                        "stderr", spec, path, strerror(errno));
+        return STDERR_FILENO;
+    }
+    sink_per_process = own;
+    return fd;
+}
+
+static int sink(void)
+{
+    int fd;
+
+    pthread_mutex_lock(&sink_lock);
+    if (sink_fd == SINK_UNOPENED)
+        sink_fd = open_sink();
+    fd = sink_fd;
+    pthread_mutex_unlock(&sink_lock);
+    return fd;
+}
+
+/* "[TIME ]HOST:PID:TID [RANK] recap LEVEL "; returns its length. */
+static int prefix(char *buf, size_t len, int level)
+{
+    static const char *const names[] = {"", "WARN", "INFO", "DEBUG"};
+    char rank[24] = "", when[40];
+    int n = 0;
+
+    if (log_time && *recap__ident_time(when, sizeof(when)) != '\0')
+        n = snprintf(buf, len, "%s ", when);
+    if (recap__ident_rank() >= 0)
+        snprintf(rank, sizeof(rank), "[%d] ", recap__ident_rank());
+    n += snprintf(buf + n, len - (size_t)n, "%s:%ld:%ld %srecap %s ", recap__ident_host(),
+                  (long)getpid(), recap__ident_tid(), rank, names[level]);
+    return n;
+}
+
+/* One write per line, so the lines of threads and of processes sharing a file never mix. */
+static void emit(int fd, int level, const char *fmt, va_list ap)
+{
+    char line[1024];
+    int n = prefix(line, sizeof(line) - 1, level);
+
+    if (n < (int)sizeof(line) - 1)
+        n += vsnprintf(line + n, sizeof(line) - 1 - (size_t)n, fmt, ap);
+    if (n > (int)sizeof(line) - 2)
+        n = (int)sizeof(line) - 2; /* cut, but still one line */
+    line[n++] = '\n';
+    while (write(fd, line, (size_t)n) < 0 && errno == EINTR)
+        ;
 }
 
 void recap__log_write(int level, const char *fmt, ...)
 {
-    static const char *const names[] = {"", "warn", "info", "debug"};
-    char line[640];
     va_list ap;
-    int n;
 
-    n = snprintf(line, sizeof(line), "recap: %s: ", names[level]);
     va_start(ap, fmt);
-    vsnprintf(line + n, sizeof(line) - (size_t)n, fmt, ap);
+    emit(sink(), level, fmt, ap);
     va_end(ap);
-    /* One write per line so lines of concurrent threads do not interleave. */
-    fprintf(stderr, "%s\n", line);
+}
+
+void recap__log_stderr(int level, const char *fmt, ...)
+{
+    va_list ap;
+
+    va_start(ap, fmt);
+    emit(STDERR_FILENO, level, fmt, ap);
+    va_end(ap);
 }

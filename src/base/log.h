@@ -1,11 +1,23 @@
-/* stderr logging, silent unless RECAP_LOG=warn|info|debug asks. recap never prints to stdout. */
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * recap's log, silent unless RECAP_LOG=warn|info|debug asks; never on stdout. Lines follow
+ * NCCL_DEBUG's conventions, since jobs of many ranks interleave them:
+ *     [TIME ]HOST:PID:TID [RANK] recap LEVEL message
+ * TIME (UTC, ISO 8601) with RECAP_LOG_TIME=1; [RANK] when the launcher set one (base/ident.h).
+ * They go to stderr, or to RECAP_LOG_FILE (%h: host name, %p: pid), appended, one write each.
+ */
 #ifndef RECAP_BASE_LOG_H
 #define RECAP_BASE_LOG_H
+
+#include "base/atfork.h"
 
 enum { RECAP_LOG_OFF = 0, RECAP_LOG_WARN = 1, RECAP_LOG_INFO = 2, RECAP_LOG_DEBUG = 3 };
 
 int recap__log_level(void);
 void recap__log_write(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* A line on stderr whatever RECAP_LOG and RECAP_LOG_FILE say (warnings about recap's settings). */
+void recap__log_stderr(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void recap__log_atfork(recap_atfork_t when);
 
 /* The level test is inline so a disabled log costs one load and a branch. */
 #define recap__log(level, ...)                       \

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* A small open-addressing map from pointers to pointers (graph and exec handles to records).
  * Not thread-safe: callers hold their own lock. */
 #ifndef RECAP_BASE_PTRMAP_H

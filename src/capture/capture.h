@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The capture module (internal): one event stream in (capture will begin / began / will end /
  * ended, graph instantiated / cloned / destroyed, exec destroyed, graph will launch), fed by the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 #include "config.h"
 
 #include <pthread.h>
@@ -6,6 +7,7 @@
 
 #include "base/atfork.h"
 #include "base/error.h"
+#include "base/nvtx.h"
 #include "base/log.h"
 #include "base/ptrmap.h"
 #include "capture/capture.h"
@@ -245,34 +247,21 @@ static recap_status_t write_slots(int device, CUstream stream, recap_slot_write_
     if (st != RECAP_OK)
         return st;
     recap__stat_add(RECAP_STAT_SLOT_WRITES, 1);
+    recap__nvtx_push(RECAP_NVTX_SLOT_WRITE);
     rc = drv->cuLaunchKernel(dev->fn[RECAP_K_SLOT_WRITE], 1, 1, 1, RECAP_SLOTS_PER_LAUNCH, 1, 1, 0,
                              stream, args, NULL);
+    recap__nvtx_pop();
     recap__ctx_leave(pushed);
     return rc == CUDA_SUCCESS ? RECAP_OK : recap__cuda_fail(rc, "writing generator slots");
 }
 
-/*
- * Before each launch: every state the graph draws from gets a fresh base, its host offset, and
- * the host offset moves on by the graph's increment. The graph's own advance node moves the
- * device copy by the same amount, so in steady state (launch after launch, no eager draws in
- * between) nothing is written: a launch costs a lookup and a few additions.
- */
-recap_status_t recap_graph_will_launch(recap_graph_exec_t exec, recap_stream_t stream)
+/* Advances the generators of record r for one launch on `stream`, writing stale slots. */
+static recap_status_t advance(recap_rng_record_t *r, recap_graph_exec_t exec, CUstream stream)
 {
     recap_slot_write_params_t p;
-    recap_rng_record_t *r;
     recap_status_t st = RECAP_OK;
     size_t i;
 
-    RECAP_CHECK_ARG(exec != NULL, "exec is NULL");
-    st = recap__events_check_caller("recap_graph_will_launch");
-    if (st != RECAP_OK)
-        return st;
-    recap__events_emit(RECAP_EVENT_GRAPH_WILL_LAUNCH, stream, RECAP_CAPTURE_GLOBAL, NULL, exec);
-    r = map_get(&execs, exec);
-    if (r == NULL)
-        return RECAP_OK;
-    recap__stat_add(RECAP_STAT_LAUNCHES, 1);
     p.count = 0;
     for (i = 0; i < r->n; i++) {
         recap_genstate_t *gs = r->e[i].gs;
@@ -292,7 +281,7 @@ recap_status_t recap_graph_will_launch(recap_graph_exec_t exec, recap_stream_t s
         gs->slot_valid = 1;
         recap__unlock(&gs->slot_lock);
         if (p.count == RECAP_SLOTS_PER_LAUNCH || (i + 1 == r->n && p.count > 0)) {
-            recap_status_t wst = write_slots(r->device, (CUstream)stream, &p);
+            recap_status_t wst = write_slots(r->device, stream, &p);
             if (wst != RECAP_OK)
                 st = wst;
             p.count = 0;
@@ -300,7 +289,34 @@ recap_status_t recap_graph_will_launch(recap_graph_exec_t exec, recap_stream_t s
     }
     if (st != RECAP_OK) /* the slots' contents are unknown now: rewrite them next time */
         recap_graph_launch_failed(exec);
+    return st;
+}
+
+/*
+ * Before each launch: every state the graph draws from gets a fresh base, its host offset, and
+ * the host offset moves on by the graph's increment. The graph's own advance node moves the
+ * device copy by the same amount, so in steady state (launch after launch, no eager draws in
+ * between) nothing is written: a launch costs a lookup and a few additions. Graphs that draw no
+ * random numbers have no record and cost the lookup alone (no NVTX range either).
+ */
+recap_status_t recap_graph_will_launch(recap_graph_exec_t exec, recap_stream_t stream)
+{
+    recap_rng_record_t *r;
+    recap_status_t st;
+
+    RECAP_CHECK_ARG(exec != NULL, "exec is NULL");
+    st = recap__events_check_caller("recap_graph_will_launch");
+    if (st != RECAP_OK)
+        return st;
+    recap__events_emit(RECAP_EVENT_GRAPH_WILL_LAUNCH, stream, RECAP_CAPTURE_GLOBAL, NULL, exec);
+    r = map_get(&execs, exec);
+    if (r == NULL)
+        return RECAP_OK;
+    recap__nvtx_push(RECAP_NVTX_LAUNCH);
+    recap__stat_add(RECAP_STAT_LAUNCHES, 1);
+    st = advance(r, exec, (CUstream)stream);
     recap__record_unref(r);
+    recap__nvtx_pop();
     return st;
 }
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 #include "config.h"
 
 #include <pthread.h>
@@ -5,6 +6,7 @@
 
 #include "base/atfork.h"
 #include "base/error.h"
+#include "base/nvtx.h"
 #include "base/log.h"
 #include "capture/capture.h"
 #include "driver/driver.h"
@@ -98,7 +100,7 @@ static recap_status_t grow_pool(int device)
     return RECAP_OK;
 }
 
-recap_status_t recap__slots_prime(int device)
+static recap_status_t prime(int device)
 {
     recap_status_t st = RECAP_OK;
     recap_genstate_t *gs;
@@ -124,5 +126,15 @@ recap_status_t recap__slots_prime(int device)
     if (primed > 0)
         recap__log(RECAP_LOG_INFO, "device %d: primed %d generator state%s for capture", device,
                    primed, primed == 1 ? "" : "s");
+    return st;
+}
+
+recap_status_t recap__slots_prime(int device)
+{
+    recap_status_t st;
+
+    recap__nvtx_push(RECAP_NVTX_PRIME);
+    st = prime(device);
+    recap__nvtx_pop();
     return st;
 }

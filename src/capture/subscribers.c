@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Capture subscribers: the host's callbacks for the events of the one event stream. Events are
  * emitted on every capture, launch and destroy of the process, so with nobody subscribed an event

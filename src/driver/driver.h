@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The CUDA driver, resolved at run time. librecap never links libcuda or cudart: it dlopens
  * "libcuda.so.1" (or $RECAP_CUDA_DRIVER, the test-only override that points the suites at the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Stream-ordered host work: pinned host memory, asynchronous copies and host functions, each in
  * the device's primary context. Inside a capture the driver turns them into graph nodes, which

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The capture module's kernels (see capture_body.h), compiled into the same fatbin as the fills.
 #include "capture_body.h"
 

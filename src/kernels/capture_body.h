@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Kernels of the capture module, compiled by nvcc into the embedded fatbin and, for the CUDA test
  * double, by the C compiler.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The bulk-fill kernels' bodies, written once and compiled twice: by nvcc into recap's embedded
  * fatbin (src/kernels/fill.cu), and by the C compiler into the host fill path and the CUDA test

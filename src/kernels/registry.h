@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Every kernel recap launches: its name, its one by-value parameter type and its per-thread body.
  * The driver layer loads them by name; the CUDA test double runs the bodies on the host with

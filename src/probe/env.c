@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 #define _GNU_SOURCE /* dladdr */
 #include "config.h"
 
@@ -114,6 +115,19 @@ static void probe_frameworks(recap_probe_out_t *out)
     recap__probe_say(out, "%s; capture subscribers: %zu", n > 0 ? ")" : "", subs);
 }
 
+/* CUPTI held by another subscriber: named when CUPTI names it (cuptiSubscribe_v2). */
+static void cupti_held(recap_probe_out_t *out)
+{
+    char who[64] = "";
+
+    recap_cupti_holder(who, sizeof(who));
+    if (who[0] != '\0')
+        recap__probe_say(out, "; CUPTI: held by \"%s\" (recap's CUPTI front end cannot "
+                         "subscribe; LD_PRELOAD still works)", who);
+    else
+        recap__probe_say(out, "; CUPTI: held by another subscriber (a profiler?)");
+}
+
 void recap__probe_hooks(recap_probe_out_t *out)
 {
     recap_hooks_t hooks;
@@ -130,10 +144,10 @@ void recap__probe_hooks(recap_probe_out_t *out)
                          "it or calls recap_capture_prime; run the job under recap-probe --run "
                          "or LD_PRELOAD=librecap.so)");
     st = recap_cupti_is_free(&free_);
-    if (st == RECAP_OK)
-        recap__probe_say(out, "; CUPTI: %s", free_ ? "free"
-                         : hooks == RECAP_HOOKS_CUPTI ? "held by recap"
-                                                      : "held by another subscriber (a profiler?)");
+    if (st == RECAP_OK && !free_ && hooks != RECAP_HOOKS_CUPTI && hooks != RECAP_HOOKS_INJECTION)
+        cupti_held(out);
+    else if (st == RECAP_OK)
+        recap__probe_say(out, "; CUPTI: %s", free_ ? "free" : "held by recap");
     else if (st == RECAP_ERR_BUSY)
         recap__probe_say(out, "; CUPTI: held by another subscriber (%s)", recap_last_error());
     else if (st == RECAP_ERR_UNSUPPORTED || st == RECAP_ERR_NO_DRIVER)

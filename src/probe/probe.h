@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * recap-probe's checks, inside the library so they can reach the driver table. Each check fills
  * one result: a status and a detail line saying what it did and what it saw (on failure, why).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 #include "config.h"
 
 #include <stdio.h>
@@ -18,8 +19,8 @@ static const recap_probe_check_info_t infos[] = {
     {"devices", "each device's name, compute capability and memory, and whether recap's kernels "
      "load on it"},
     {"hooks", "which interception front end reports this process's captures, whether CUPTI is "
-     "free or held by another subscriber, and the framework generators and capture subscribers "
-     "this process registered"},
+     "free or held by another subscriber (named when CUPTI names it), and the framework "
+     "generators and capture subscribers this process registered"},
     {"registration", "whether generators need explicit registration for captures (a draw on an "
      "unregistered generator inside a private capture)"},
     {"capture-modes", "an empty stream capture on a private stream in global, thread-local and "

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Replaying a recorded call: the copied argument values with each buffer argument replaced by
  * what the host says the function receives for the buffer of this run, then ffi_call.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Full recompute (Megatron's checkpoint): the function runs once without recording and keeps
  * only its inputs; at backward it runs again, with recording and the forward's random numbers,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * A checkpoint's backward: the inputs read back (the distributed one gathered whole again), the
  * function re-run with the forward's random numbers into new output buffers, which the host
@@ -8,6 +9,7 @@
 #include <stdlib.h>
 
 #include "base/error.h"
+#include "base/nvtx.h"
 #include "region/region.h"
 
 int recap__checkpoint_dist_pos(const recap__rec_t *r)
@@ -56,8 +58,7 @@ static recap_status_t gather_and_alloc(recap__rec_t *r, recap_buffer_t *bufs,
     return RECAP_OK;
 }
 
-recap_status_t recap_checkpoint_backward(recap_checkpoint_h ckpt, recap_buffer_t *outputs,
-                                         size_t n)
+static recap_status_t backward(recap_checkpoint_h ckpt, recap_buffer_t *outputs, size_t n)
 {
     recap_buffer_t bufs[RECAP_MAX_ARGS], owned[RECAP_MAX_ARGS + 1];
     recap_status_t st = check(ckpt, outputs, n);
@@ -85,6 +86,17 @@ recap_status_t recap_checkpoint_backward(recap_checkpoint_h ckpt, recap_buffer_t
     recap__rec_drop(&ckpt->rec);
     ckpt->done = 1;
     return RECAP_OK;
+}
+
+recap_status_t recap_checkpoint_backward(recap_checkpoint_h ckpt, recap_buffer_t *outputs,
+                                         size_t n)
+{
+    recap_status_t st;
+
+    recap__nvtx_push(RECAP_NVTX_RECOMPUTE);
+    st = backward(ckpt, outputs, n);
+    recap__nvtx_pop();
+    return st;
 }
 
 recap_status_t recap_checkpoint_return_value(recap_checkpoint_h ckpt, recap_value_t *value_p)

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* recap_is_checkpointing: a per-thread depth, so nested regions and a recompute triggered inside
  * a checkpointed function leave it true until the outermost run ends. */
 #include "config.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The manager (CheckpointWithoutOutputManager): regions whose outputs feed one another are
  * released together and rebuilt together, in forward order, by a single trigger, so a region's

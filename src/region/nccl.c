@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The NCCL wrapper of a host: a table of host operations that forwards to the host's own, adds
  * distribute and all_gather over the host's communicator (nccl_slice.c) and wraps save/load/drop

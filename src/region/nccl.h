@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * NCCL-backed distribution of checkpoint inputs (internal). recap never includes nccl.h: the
  * few types it needs are declared here with NCCL's ABI values (nccl.h of NCCL 2.x), and every

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * NCCL and the driver calls the NCCL operations need, resolved at run time. librecap has no
  * build-time dependency on NCCL: a host that distributes checkpoint inputs has NCCL loaded

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Slicing and gathering a checkpoint's first input over NCCL, and the saved handles that carry a
  * slice's bookkeeping from the forward (distribute, then save) to the backward (load, then

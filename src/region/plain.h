@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The plain host (internal): buffers over raw host or device memory for hosts without a
  * framework of their own. Three levels, as in PyTorch: a handle (recap__pbuf_t: size, gradient

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Plain buffers as the host program sees them. */
 #include "config.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The plain host object: creation, destruction and its accounting. */
 #include "config.h"
 

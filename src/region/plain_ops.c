@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The plain host's operations table: what regions and checkpoints call for plain buffers. The
  * `host` pointer they receive is the recap_plain_host_h.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Plain buffers' memory: handles, storage objects and blocks with their reference counts, and
  * the accounting that examples and tests read (live and peak bytes).

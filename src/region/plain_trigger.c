@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Plain triggers: callbacks armed on a buffer, called when the host says the buffer's gradient
  * is being computed (recap_plain_buffer_fire). The list is the host's, not the buffer's, so a

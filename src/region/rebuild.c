@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Rebuilding a released region: its inputs read back from the host's saved buffers, the
  * function re-run with the forward's random numbers into new buffers, whose storage the released
@@ -6,6 +7,7 @@
 #include "config.h"
 
 #include "base/error.h"
+#include "base/nvtx.h"
 #include "region/region.h"
 
 /* New buffers for the released outputs; a repeated output gets its first occurrence's. */
@@ -52,7 +54,7 @@ static recap_status_t settle_fresh(recap_region_h r, recap_buffer_t *fresh, int 
     return st;
 }
 
-recap_status_t recap__region_rebuild(recap_region_h r)
+static recap_status_t rebuild_outputs(recap_region_h r)
 {
     recap_buffer_t bufs[RECAP_MAX_ARGS], fresh[RECAP_MAX_ARGS] = {NULL};
     recap_status_t st;
@@ -74,6 +76,16 @@ recap_status_t recap__region_rebuild(recap_region_h r)
     r->released = 0;
     r->state = RECAP_REGION_REBUILT;
     return RECAP_OK;
+}
+
+recap_status_t recap__region_rebuild(recap_region_h r)
+{
+    recap_status_t st;
+
+    recap__nvtx_push(RECAP_NVTX_REBUILD);
+    st = rebuild_outputs(r);
+    recap__nvtx_pop();
+    return st;
 }
 
 recap_status_t recap_region_rebuild(recap_region_h region)

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * What regions and checkpoints share: checking the host's operations, validating and copying a
  * call, and stashing its inputs through the host's saved-buffer operations.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Regions without output: creation, recording, the end of their lifecycle and their queries.
  * Release and rebuild have files of their own.

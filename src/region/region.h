@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Recorded calls, regions, checkpoints and managers (internal). */
 #ifndef RECAP_REGION_REGION_H
 #define RECAP_REGION_REGION_H

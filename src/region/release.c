@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Releasing a region's outputs: their storage is freed through the host while the handles (and
  * every view of them) stay valid, and a trigger is armed to rebuild them. Outputs sharing storage
@@ -7,6 +8,7 @@
 #include "config.h"
 
 #include "base/error.h"
+#include "base/nvtx.h"
 #include "region/region.h"
 
 static int same(recap__rec_t *r, recap_buffer_t a, recap_buffer_t b)
@@ -35,7 +37,7 @@ void recap__region_note_outputs(recap_region_h r)
     }
 }
 
-recap_status_t recap__region_release(recap_region_h r)
+static recap_status_t release_outputs(recap_region_h r)
 {
     recap_signature_h s = r->rec.sig;
     recap_status_t st;
@@ -55,6 +57,16 @@ recap_status_t recap__region_release(recap_region_h r)
         r->released |= 1u << j;
     }
     return RECAP_OK;
+}
+
+recap_status_t recap__region_release(recap_region_h r)
+{
+    recap_status_t st;
+
+    recap__nvtx_push(RECAP_NVTX_RELEASE);
+    st = release_outputs(r);
+    recap__nvtx_pop();
+    return st;
 }
 
 static recap_status_t on_trigger(void *arg)

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Running a region's function: the first run and the recompute, with what surrounds each (the
  * recompute context, the host's recording mode, the per-thread "is checkpointing" flag) and the

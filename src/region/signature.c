@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Call signatures: recap's type codes checked and turned into a libffi call interface once, so
  * recording and replaying a call costs no preparation.

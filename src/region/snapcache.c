@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * A per-thread cache of snapshot objects for regions. Every region needs two snapshots (the
  * forward's, and the state to go back to after the recompute); creating them per region would

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Arming and removing the host trigger that rebuilds a region or a manager's regions. */
 #include "config.h"
 

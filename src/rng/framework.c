@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Framework generators: a framework's own generator (torch's CUDA generator, say) behind recap's
  * generator handle. The tracker, seeding and snapshots reach it through the few accessors here;

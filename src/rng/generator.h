@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Generators and their state objects (internal). */
 #ifndef RECAP_RNG_GENERATOR_H
 #define RECAP_RNG_GENERATOR_H

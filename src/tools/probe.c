@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * recap-probe: tells an engineer, before a long training job, what this machine's CUDA stack
  * does with graph capture and RNG. The checks live in librecap (recap_probe_run); this tool
@@ -17,125 +18,100 @@
 #include <unistd.h>
 
 #include "recap.h"
+#include "tools/facts.h"
+#include "tools/json.h"
+#include "tools/manual.h"
 
 #define EXIT_USAGE 2
-#define WIDTH 100   /* wrap column of the table and the manual */
+/* The --json document's schema: raised when a member goes away or changes meaning (new members
+ * may appear without it). */
+#define PROBE_JSON_SCHEMA 1
 #define NAME_COL 16 /* the table's detail starts at NAME_COL + RESULT_COL */
 #define RESULT_COL 8
 
 extern char **environ;
 
-/* ---------------------------------------------------------------- output helpers */
-
-/* Prints text from column `col`, wrapping at spaces to WIDTH and indenting continuation lines
- * to `indent`; ends the line. */
-static void wrapped(const char *text, int col, int indent)
-{
-    const char *p = text;
-
-    while (*p != '\0') {
-        int room = WIDTH - col, len = (int)strcspn(p, " ");
-
-        if (len > room && col > indent) {
-            printf("\n%*s", indent, "");
-            col = indent;
-            continue;
-        }
-        printf("%.*s", len, p);
-        col += len;
-        p += len;
-        if (*p == ' ') {
-            p++;
-            if (*p != '\0' && col + 1 + (int)strcspn(p, " ") <= WIDTH) {
-                putchar(' ');
-                col++;
-            } else if (*p != '\0') {
-                printf("\n%*s", indent, "");
-                col = indent;
-            }
-        }
-    }
-    putchar('\n');
-}
-
-/* A JSON string literal (UTF-8 passes through; control characters are escaped). */
-static void json_string(const char *s)
-{
-    putchar('"');
-    for (; *s != '\0'; s++) {
-        unsigned char c = (unsigned char)*s;
-
-        if (c == '"' || c == '\\')
-            printf("\\%c", c);
-        else if (c == '\n')
-            fputs("\\n", stdout);
-        else if (c == '\t')
-            fputs("\\t", stdout);
-        else if (c < 0x20)
-            printf("\\u%04x", c);
-        else
-            putchar(c);
-    }
-    putchar('"');
-}
-
 /* ---------------------------------------------------------------- the manual */
 
-static void help(void)
+static void manual(man_format_t format)
 {
     const recap_probe_check_info_t *checks;
     size_t i, n = 0;
+    man_t m;
 
     recap_probe_checks(&checks, &n);
-    printf("RECAP-PROBE(1)\n\nNAME\n"
-           "    recap-probe - what this machine's CUDA stack does with graph capture and RNG\n\n"
-           "SYNOPSIS\n"
-           "    recap-probe [--json] [--check NAME]...\n"
-           "    recap-probe [--json] --run [--] COMMAND [ARG]...\n"
-           "    recap-probe --help | --version\n\nDESCRIPTION\n");
-    printf("    ");
-    wrapped("Runs recap's checks in this process, on the driver, runtime and devices a job "
-            "started here would get, and prints a table (check, result, detail) or, with "
-            "--json, one JSON document. Results are PASS, FAIL (the detail says why) or N/A "
-            "(not applicable: no CUDA driver, device, library or entry point). Without a GPU "
-            "or CUDA driver the device checks are N/A and the host checks still run.", 4, 4);
-    printf("\n    ");
-    wrapped("With --run, runs COMMAND with recap preloaded (LD_PRELOAD=the librecap.so this tool "
-            "uses, before any LD_PRELOAD already set) and RECAP_REPORT=a temporary file, waits "
-            "for it, and prints what recap saw in it by its exit: the interception front end, "
-            "captures, graphs drawing random numbers, their launches, launches that rewrote "
-            "device slots, generator states primed and RNG records still live. The command's "
-            "own output goes where it would; recap-probe's comes after it (with --json, as the "
-            "last line). Every process that loads librecap adds its report at its exit: for a "
-            "command that starts others the counts are summed over them (\"processes\" says how "
-            "many reported) and other values are the last one's to exit.", 4, 4);
-    printf("\nOPTIONS\n"
-           "    --check NAME  Run only this check; repeat, or give NAME,NAME..., for more\n"
-           "                  (default: all).\n"
-           "    --json        Print one JSON document instead of the table.\n"
-           "    --run         Run COMMAND under recap's preload hooks and report (see above).\n"
-           "    -h, --help    Print this manual.\n"
-           "    --version     Print recap's version and ABI.\n\nCHECKS\n");
-    for (i = 0; i < n; i++) {
-        printf("    %-16s", checks[i].name);
-        wrapped(checks[i].summary, 20, 20);
-    }
-    printf("\nENVIRONMENT\n"
-           "    RECAP_CUDA_DRIVER  The CUDA driver library to load instead of libcuda.so.1.\n"
-           "    RECAP_LOG          warn, info or debug: recap's log, on stderr.\n"
-           "    RECAP_PROBE_FAIL   Test only: checks to fail on purpose, comma-separated\n"
-           "                       (philox: flips a bit of one host-fill word).\n"
-           "\nEXIT STATUS\n"
-           "    0  every check passed or was not applicable\n"
-           "    1  a check failed (or the checks could not run)\n"
-           "    2  usage error (unknown option or check name)\n"
-           "    With --run: COMMAND's exit status; 128+N when a signal N ended it; 127 when it\n"
-           "    could not be started.\n"
-           "\nEXAMPLES\n"
-           "    recap-probe\n"
-           "    recap-probe --check philox --check replay\n"
-           "    recap-probe --json > probe.json\n"
-           "    recap-probe --run -- python train.py --steps 20\n");
+    man_begin(&m, stdout, format, "recap-probe", "1", recap_version_string(),
+              "what this machine's CUDA stack does with graph capture and RNG");
+    man_section(&m, "SYNOPSIS");
+    man_lines(&m, "recap-probe [--json] [--strict] [--check NAME]...\n"
+                  "recap-probe [--json] --run [--] COMMAND [ARG]...\n"
+                  "recap-probe --help | --man | --version");
+    man_section(&m, "DESCRIPTION");
+    man_para(&m, "Runs recap's checks in this process, on the driver, runtime and devices a job "
+             "started here would get, and prints a table (check, result, detail) or, with "
+             "--json, one JSON document. Results are PASS, FAIL (the detail says why) or N/A "
+             "(not applicable: no CUDA driver, device, library or entry point). Without a GPU "
+             "or CUDA driver the device checks are N/A and the host checks still run.");
+    man_para(&m, "After the checks come the Python and PyTorch a job here would get (python3 from "
+             "PATH, asked with a time limit) and every RECAP_* variable set. With --json the "
+             "document also holds the facts the checks state in prose, as values: driver and "
+             "runtime versions, the devices (name, compute capability, memory), the front end "
+             "and CUPTI's state (the latter two when the hooks check ran), whether registration "
+             "is needed (when that check ran), Python and torch, and the RECAP_* settings. Its "
+             "\"schema\" number changes when a member goes away or changes meaning; new "
+             "members may appear without it. Detail lines wrap to the terminal's width "
+             "(COLUMNS, else the tty's); written to a file or a pipe they do not wrap.");
+    man_para(&m, "With --run, runs COMMAND with recap preloaded (LD_PRELOAD=the librecap.so this "
+             "tool uses, before any LD_PRELOAD already set) and RECAP_REPORT=a temporary file, "
+             "waits for it, and prints what recap saw in it by its exit: the interception front "
+             "end, captures, graphs drawing random numbers, their launches, launches that "
+             "rewrote device slots, generator states primed and RNG records still live. The "
+             "command's own output goes where it would; recap-probe's comes after it (with "
+             "--json, as the last line). Every process that loads librecap adds its report at its "
+             "exit: for a command that starts others the counts are summed over them "
+             "(\"processes\" says how many reported) and other values are the last one's to "
+             "exit; the fields that name one process (time, host, pid, rank) are left out.");
+    man_section(&m, "OPTIONS");
+    man_item(&m, "--check NAME", "Run only this check; repeat, or give NAME,NAME..., for more "
+             "(default: all).");
+    man_item(&m, "--json", "Print one JSON document instead of the table.");
+    man_item(&m, "--strict", "Fail (exit 1) when there is no CUDA driver or no CUDA device, "
+             "as a job script's preflight: without it those checks are just N/A.");
+    man_item(&m, "--run", "Run COMMAND under recap's preload hooks and report (see above).");
+    man_item(&m, "-h, --help", "Print this manual.");
+    man_item(&m, "--man", "Print this manual as a man page (roff): the recap-probe.1 make "
+             "installs.");
+    man_item(&m, "--version", "Print recap's version and ABI.");
+    man_section(&m, "CHECKS");
+    for (i = 0; i < n; i++)
+        man_item(&m, checks[i].name, checks[i].summary);
+    man_section(&m, "ENVIRONMENT");
+    man_item(&m, "RECAP_CUDA_DRIVER", "The CUDA driver library to load instead of libcuda.so.1.");
+    man_item(&m, "RECAP_LOG", "warn, info or debug: recap's log, on stderr (lines as "
+             "NCCL_DEBUG's: HOST:PID:TID [RANK] recap LEVEL message).");
+    man_item(&m, "RECAP_LOG_FILE", "The log's file instead of stderr (%h: host name, %p: "
+             "process id).");
+    man_item(&m, "RECAP_LOG_TIME", "1: each log line starts with the UTC time.");
+    man_item(&m, "RECAP_PROBE_PYTHON_TIMEOUT", "Seconds to wait for python3 to report its and "
+             "torch's versions (default 10; 0: do not ask).");
+    man_item(&m, "COLUMNS", "The width the table and this manual wrap to.");
+    man_item(&m, "RECAP_PROBE_FAIL", "Test only: checks to fail on purpose, comma-separated "
+             "(philox: flips a bit of one host-fill word).");
+    man_section(&m, "EXIT STATUS");
+    man_item(&m, "0", "every check passed or was not applicable");
+    man_item(&m, "1", "a check failed (or the checks could not run); with --strict, also no "
+             "CUDA driver or device");
+    man_item(&m, "2", "usage error (unknown option or check name)");
+    man_para(&m, "With --run: COMMAND's exit status; 128+N when a signal N ended it; 127 when it "
+             "could not be started.");
+    man_section(&m, "EXAMPLES");
+    man_lines(&m, "recap-probe\n"
+                  "recap-probe --check philox --check replay\n"
+                  "recap-probe --json > probe.json\n"
+                  "recap-probe --strict --check devices || exit 1\n"
+                  "recap-probe --run -- python train.py --steps 20");
+    man_section(&m, "SEE ALSO");
+    man_para(&m, "recap-selfcheck(1)");
 }
 
 static int usage_error(const char *fmt, const char *arg)
@@ -148,28 +124,44 @@ static int usage_error(const char *fmt, const char *arg)
 
 /* ---------------------------------------------------------------- the checks */
 
-static void print_table(const recap_probe_result_t *r, size_t n)
+/* What --strict asks of a preflight: a driver and a device. NULL when both are there. */
+static const char *strict_failure(const probe_facts_t *f)
+{
+    if (f->driver_version == 0)
+        return "no CUDA driver";
+    return f->ndevices == 0 ? "no CUDA device" : NULL;
+}
+
+static void print_table(const recap_probe_result_t *r, size_t n, const probe_facts_t *f,
+                        const char *strict)
 {
     static const char *const shown[] = {"PASS", "FAIL", "N/A"};
     size_t i, counts[3] = {0, 0, 0};
+    int width = tool_term_width(); /* 0 (no wrapping) when stdout is not a terminal */
 
     printf("recap %s: %zu check%s\n\n%-*s%-*s%s\n", recap_version_string(), n, n == 1 ? "" : "s",
            NAME_COL, "CHECK", RESULT_COL, "RESULT", "DETAIL");
     for (i = 0; i < n; i++) {
         counts[r[i].status]++;
         printf("%-*s%-*s", NAME_COL, r[i].name, RESULT_COL, shown[r[i].status]);
-        wrapped(r[i].detail, NAME_COL + RESULT_COL, NAME_COL + RESULT_COL);
+        tool_wrap(stdout, r[i].detail, NAME_COL + RESULT_COL, NAME_COL + RESULT_COL, width);
     }
+    facts_table(f, width);
     printf("\n%zu passed, %zu failed, %zu not applicable\n", counts[RECAP_PROBE_PASS],
            counts[RECAP_PROBE_FAIL], counts[RECAP_PROBE_NA]);
+    if (strict != NULL)
+        printf("--strict: %s\n", strict);
 }
 
-static void print_json(const recap_probe_result_t *r, size_t n, int exit_status)
+static void print_json(const recap_probe_result_t *r, size_t n, const probe_facts_t *f,
+                       const char *strict, int exit_status)
 {
     size_t i, counts[3] = {0, 0, 0};
 
-    printf("{\"tool\":\"recap-probe\",\"version\":");
+    printf("{\"tool\":\"recap-probe\",\"schema\":%d,\"version\":", PROBE_JSON_SCHEMA);
     json_string(recap_version_string());
+    printf(",\"abi\":\"%d.%d\"", recap_abi_version() >> 16, recap_abi_version() & 0xffff);
+    facts_json(f);
     printf(",\"checks\":[");
     for (i = 0; i < n; i++) {
         counts[r[i].status]++;
@@ -179,14 +171,17 @@ static void print_json(const recap_probe_result_t *r, size_t n, int exit_status)
         json_string(r[i].detail);
         putchar('}');
     }
-    printf("],\"passed\":%zu,\"failed\":%zu,\"not_applicable\":%zu,\"exit_status\":%d}\n",
-           counts[RECAP_PROBE_PASS], counts[RECAP_PROBE_FAIL], counts[RECAP_PROBE_NA],
-           exit_status);
+    printf("],\"passed\":%zu,\"failed\":%zu,\"not_applicable\":%zu,\"strict_failure\":",
+           counts[RECAP_PROBE_PASS], counts[RECAP_PROBE_FAIL], counts[RECAP_PROBE_NA]);
+    json_string_or_null(strict);
+    printf(",\"exit_status\":%d}\n", exit_status);
 }
 
-static int run_checks(const char *only, int json)
+static int run_checks(const char *only, int json, int strict)
 {
     recap_probe_result_t *r;
+    probe_facts_t facts;
+    const char *strict_why = NULL;
     size_t i, n;
     int status = EXIT_SUCCESS;
     recap_status_t st = recap_probe_run(only, &r, &n);
@@ -200,10 +195,16 @@ static int run_checks(const char *only, int json)
     for (i = 0; i < n; i++)
         if (r[i].status == RECAP_PROBE_FAIL)
             status = EXIT_FAILURE;
+    facts_collect(&facts, r, n);
+    if (strict && (strict_why = strict_failure(&facts)) != NULL) {
+        status = EXIT_FAILURE;
+        fprintf(stderr, "recap-probe: --strict: %s\n", strict_why);
+    }
     if (json)
-        print_json(r, n, status);
+        print_json(r, n, &facts, strict_why, status);
     else
-        print_table(r, n);
+        print_table(r, n, &facts, strict_why);
+    facts_free(&facts);
     recap_probe_free(r);
     return status;
 }
@@ -377,9 +378,16 @@ static int is_count(const char *v)
     return *v >= '0' && *v <= '9' && v[strspn(v, "0123456789")] == '\0';
 }
 
+/* Fields that say whose a line is: they describe one process, not the command. */
+static int per_process(const char *key)
+{
+    return strcmp(key, "\"time\"") == 0 || strcmp(key, "\"host\"") == 0 ||
+           strcmp(key, "\"pid\"") == 0 || strcmp(key, "\"rank\"") == 0;
+}
+
 /* What the whole command saw: one report of all its processes' lines, "processes" first, each
- * count summed, other values those of the last process to exit. 0 when at least one line
- * parsed, -1 when none did. */
+ * count summed, other values those of the last process to exit (per-process fields, pid and
+ * such, left out). 0 when at least one line parsed, -1 when none did. */
 static int summarize_report(const char *text, report_t *r)
 {
     report_t *one = calloc(1, sizeof(*one));
@@ -399,6 +407,8 @@ static int summarize_report(const char *text, report_t *r)
             continue;
         processes++;
         for (i = 0; i < one->n; i++) {
+            if (per_process(one->key[i]))
+                continue;
             for (j = 1; j < r->n && strcmp(r->key[j], one->key[i]) != 0; j++)
                 ;
             if (j == r->n) {
@@ -473,7 +483,7 @@ static void print_run_json(char **argv, const char *lib, int code, int sig, cons
 {
     int i;
 
-    printf("{\"tool\":\"recap-probe\",\"command\":[");
+    printf("{\"tool\":\"recap-probe\",\"schema\":%d,\"command\":[", PROBE_JSON_SCHEMA);
     for (i = 0; argv[i] != NULL; i++) {
         printf("%s", i ? "," : "");
         json_string(argv[i]);
@@ -554,10 +564,11 @@ int main(int argc, char **argv)
     static const struct option opts[] = {
         {"check", required_argument, NULL, 'c'}, {"json", no_argument, NULL, 'j'},
         {"run", no_argument, NULL, 'r'},         {"help", no_argument, NULL, 'h'},
-        {"version", no_argument, NULL, 'V'},     {NULL, 0, NULL, 0},
+        {"version", no_argument, NULL, 'V'},     {"man", no_argument, NULL, 'm'},
+        {"strict", no_argument, NULL, 's'},      {NULL, 0, NULL, 0},
     };
     char *only = NULL;
-    int c, json = 0, run = 0, rc = -1;
+    int c, json = 0, run = 0, strict = 0, rc = -1;
 
     opterr = 0; /* our own message, then exit status 2 */
     /* "+": stop at the first non-option, so COMMAND's own options are left alone. */
@@ -571,7 +582,9 @@ int main(int argc, char **argv)
         }
         case 'j': json = 1; break;
         case 'r': run = 1; break;
-        case 'h': help(); rc = EXIT_SUCCESS; break;
+        case 's': strict = 1; break;
+        case 'h': manual(MAN_TEXT); rc = EXIT_SUCCESS; break;
+        case 'm': manual(MAN_ROFF); rc = EXIT_SUCCESS; break;
         case 'V':
             printf("recap-probe (recap %s, ABI %d.%d)\n", recap_version_string(),
                    recap_abi_version() >> 16, recap_abi_version() & 0xffff);
@@ -583,8 +596,8 @@ int main(int argc, char **argv)
     /* Every way out frees the --check list (a usage error used to leak it). */
     if (rc >= 0)
         ; /* an option settled it */
-    else if (run && only != NULL)
-        rc = usage_error("%s", "--check and --run do not go together");
+    else if (run && (only != NULL || strict))
+        rc = usage_error("%s", "--check and --strict do not go with --run");
     else if (run && optind >= argc)
         rc = usage_error("%s", "--run needs a COMMAND");
     else if (run)
@@ -592,7 +605,7 @@ int main(int argc, char **argv)
     else if (optind < argc)
         rc = usage_error("unexpected argument '%s'", argv[optind]);
     else
-        rc = run_checks(only, json);
+        rc = run_checks(only, json, strict);
     free(only);
     return rc;
 }

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * All-or-nothing writes of state values. recap's own states take any value, but a framework's
  * generator and state objects are written through its operations, which may fail: a restore,

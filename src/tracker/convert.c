@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Megatron's convert_cuda_rng_state: a state's value form and its graph-safe (object) form. */
 #include "config.h"
 

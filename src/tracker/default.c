@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The process-wide default tracker (Megatron's get_cuda_rng_tracker / initialize_rng_tracker). */
 #include "config.h"
 

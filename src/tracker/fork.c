@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * fork/unfork: install a named state in the tracker's generator and put the outer one back.
  * This runs around every dropout of every layer, so it takes the tracker's lock once, the

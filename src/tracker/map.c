@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Replacing a tracker's whole name -> state map (reset, set_states, seeding, restoring a
  * snapshot of other names): everything that can fail is done before the lock is taken. */
 #include "config.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Per-rank seeding: Megatron's model_parallel_cuda_manual_seed. */
 #include "config.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Snapshot blobs for training checkpoints. Format 1, every integer little-endian:
  *

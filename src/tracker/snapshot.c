@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Whole-state snapshots (Megatron's get_all_rng_states / _set_all_rng_states): the host
  * generator, the tracker's generator and every named state, as values. Taking and restoring are

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* States objects: by-value copies of a tracker's name -> state map (get_states/set_states). */
 #include "config.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Tracker lifecycle, adding named states and simple accessors. */
 #include "config.h"
 

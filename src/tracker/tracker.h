@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The RNG state tracker, its states objects and snapshots (internal). */
 #ifndef RECAP_TRACKER_TRACKER_H
 #define RECAP_TRACKER_TRACKER_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * A CUDA driver test double: a fake libcuda.so.1 implementing the subset of the driver API that
  * recap uses, so CI (no GPU) exercises recap's device code paths. Device memory is host memory

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Stream-capture rule probe: runs a fixed list of capture/graph scenarios against a CUDA driver
  * library and prints what each call returned, one line per observation. Run it against the real

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The test double's cuGetProcAddress: what the CUDA runtime (>= 11.3) uses to find every driver
  * entry point. Answers from a fixed table, not from dlsym, as the real driver does (so a

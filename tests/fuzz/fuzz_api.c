@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * libFuzzer harness for recap's public ABI: each input is decoded into a sequence of operations on
  * generators (host and device 0 of the CUDA test double), trackers (value, graph-safe, inference,

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // GPU-only checks against cuRAND on the device (run by scripts/gpu-check; needs a GPU):
 //  1. a kernel calling curand_init(seed, subsequence, offset) + curand() and a kernel using
 //     recap/philox.h with the same triples draw the same words (random triples per thread);

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 // Error checks shared by the GPU-only programs (tests/gpu, bench): a failed CUDA, cuRAND or
 // recap call prints where and why and exits 2, so no measurement or comparison runs on a
 // half-done setup.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // A CUDA program built with nvcc's default static cudart that captures and replays a graph whose
 // kernel draws from a recap generator, without telling recap anything about the capture:
 // recap must learn of it through a hook (LD_PRELOAD, CUPTI or CUDA injection).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // 10^6 non-graph launches of an empty kernel (cudaLaunchKernel through nvcc's static cudart);
 // run with and without LD_PRELOAD=librecap.so (and with the CUPTI front end installed: --cupti)
 // to show what recap's hooks cost calls they do not care about. The host time of the launch

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Prints the ratio of launch_overhead's figures from its log (argument): LD_PRELOAD / plain and
 CUPTI / plain, of the medians over the processes of one kind (each process's median and 10th
 percentile), and whether the runtime launched through the same driver entry point in every

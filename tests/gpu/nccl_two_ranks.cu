@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Two ranks, two processes, two GPUs, one NCCL communicator: the real counterpart of
 // tests/test_nccl.c (which runs on the CUDA test double with a fake NCCL). Run it with
 // tests/gpu/nccl_two_ranks.sh on a machine with two GPUs (it builds this file and exports

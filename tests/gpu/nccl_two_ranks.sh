@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # The two-GPU NCCL test (tests/gpu/nccl_two_ranks.cu): builds it against the librecap of a built
 # tree and runs it, one process per GPU. Run on a machine with two GPUs (nvidia-h200-x2), from
 # the root of a built tree (./configure && make, e.g. of the dist tarball scripts/gpu-check

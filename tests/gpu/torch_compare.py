@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # Compares two torch_graphs.py runs (plain, preloaded): identical outputs, replay time ratio.
 import sys
 

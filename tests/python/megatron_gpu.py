@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """recap.megatron against Megatron-Core's own tensor_parallel.random, on a GPU (scripts/gpu-check).
 
     python megatron_gpu.py identity   masks, losses and gradients of one script through both

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """pytest plugin for running Megatron-Core's own tests/unit_tests/tensor_parallel/test_random.py
 on one GPU (scripts/gpu-check): its tests that need 2 or 8 tensor-parallel ranks get torch's fake
 process group as their world (collectives do nothing; the tests check local values), and with

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Loaded at start-up by every Python process recap-run starts (its folder is first on
 PYTHONPATH): installs recap.megatron (an import hook: Megatron is not imported here) unless
 RECAP_MEGATRON=0, then hands over to the sitecustomize that was there before, if any."""
