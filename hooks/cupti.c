@@ -265,8 +265,8 @@ static recap_status_t cupti_fail(CUptiResult r, const char *what)
 
     cupti.result_string(r, &s);
     if (r == CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED && holder[0] != '\0')
-        return recap__fail(RECAP_ERR_BUSY, "%s: CUPTI is held by \"%s\"; recap stays in "
-                           "explicit mode (%s)", what, holder, s);
+        return recap__fail(RECAP_ERR_BUSY, "%s: CUPTI is held by another subscriber, \"%s\"; "
+                           "recap stays in explicit mode (%s)", what, holder, s);
     if (r == CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED)
         return recap__fail(RECAP_ERR_BUSY, "%s: another CUPTI subscriber (a profiler?) holds "
                            "CUPTI; recap stays in explicit mode (%s)", what, s);
@@ -296,6 +296,10 @@ static CUptiResult subscribe(CUpti_SubscriberHandle *h)
         r = cupti.subscribe(h, (CUpti_CallbackFunc)on_callback, NULL);
     }
     old[sizeof(old) - 1] = '\0';
+    /* A holder that subscribed without a name shows as "CUPTI for <not provided>" (seen with
+     * CUDA 13.0's CUPTI on the H200): that names nobody. */
+    if (strstr(old, "<not provided>") != NULL)
+        old[0] = '\0';
     if (r == CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED)
         memcpy(holder, old, sizeof(holder));
     else if (r == CUPTI_SUCCESS)

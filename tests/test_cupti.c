@@ -344,8 +344,9 @@ START_TEST(busy_names_the_holder)
         return;
     hold(lib, "Nsight Systems");
     ck_assert_status(recap_hooks_install_cupti(), RECAP_ERR_BUSY);
-    ck_assert_msg(strstr(recap_last_error(), "CUPTI is held by \"CUPTI for Nsight Systems\"; "
-                                             "recap stays in explicit mode") != NULL,
+    ck_assert_msg(strstr(recap_last_error(),
+                         "CUPTI is held by another subscriber, \"CUPTI for Nsight Systems\"; "
+                         "recap stays in explicit mode") != NULL,
                   "%s", recap_last_error());
     ck_assert_str_eq(holder_now(), "CUPTI for Nsight Systems");
     ck_assert_ok(recap_hooks_active(&hooks));
@@ -419,7 +420,8 @@ START_TEST(configured_cupti_refused_warns_once_naming_the_holder)
     err = tu_shell(cmd, &status);
     ck_assert_int_eq(status, 0);
     ck_assert_msg(strstr(err, " recap WARN RECAP_HOOKS=cupti: recap's CUPTI front end is not "
-                              "installed: cuptiSubscribe: CUPTI is held by \"CUPTI for Nsight "
+                              "installed: cuptiSubscribe: CUPTI is held by another "
+                              "subscriber, \"CUPTI for Nsight "
                               "Compute\"") != NULL, "%s", err);
     ck_assert_ptr_eq(strchr(err, '\n') + 1, err + strlen(err)); /* one line */
     free(err);

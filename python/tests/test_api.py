@@ -142,8 +142,14 @@ class Errors(unittest.TestCase):
 
 class RecapRun(unittest.TestCase):
     def run_tool(self, *args):
+        # The child imports the recap this test imported (installed or the source tree).
+        env = dict(os.environ)
+        root = os.path.dirname(os.path.dirname(os.path.abspath(recap.__file__)))
+        env["PYTHONPATH"] = os.pathsep.join([root] + [p for p in
+                                                      env.get("PYTHONPATH", "").split(os.pathsep)
+                                                      if p])
         return subprocess.run([sys.executable, "-m", "recap.run", *args], capture_output=True,
-                              text=True, cwd=os.path.join(HERE, ".."))
+                              text=True, cwd=HERE, env=env)
 
     def test_help_unknown_option_and_missing_command(self):
         r = self.run_tool("--help")
