@@ -6,10 +6,11 @@
   profiler-first: torch.profiler is already recording when recap asks for CUPTI
 
 Checks (exit 1 on any failure): recap's front end is cupti, or CUPTI refused recap (BUSY; the
-holder is printed when CUPTI names it); the profiler's trace is written and holds recap's eager
-fill kernels; with the cupti front end, the captured fill is fresh at every replay and equals
-the eager fills of a twin generator, recap counted the capture and every launch, and the trace
-holds the replayed fill kernels too.
+holder is printed when CUPTI names it); with the cupti front end, the captured fill is fresh at
+every replay and equals the eager fills of a twin generator and recap counted the capture and
+every launch; the profiler's trace is written and, where the profiler got CUPTI, holds recap's
+eager fill kernels (and the replayed ones when recap's front end is cupti). With recap first the
+profiler gets no CUDA activity at all (CUPTI has one subscriber): printed, not failed.
 
 Usage: RECAP_LIB=/path/librecap.so python3 torch_profiler_cupti.py OUTDIR recap-first|profiler-first
 """
@@ -142,7 +143,15 @@ def main(outdir, order):
     captured = sum(n == "recap_fill_f32_captured" for n in names)
     print(f"torch_profiler_cupti: {order}: front end {'cupti' if st == OK else 'explicit'}; "
           f"trace {trace}: {len(names)} kernels, {eager} eager recap fills, {captured} replayed")
-    ok &= eager >= 3 and (st != OK or captured >= K)
+    # CUPTI has one subscriber: with recap holding it first, Kineto is refused (it logs
+    # CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED) and records no CUDA kernel at all (seen on
+    # the H200, CUDA 13.0, torch 2.11). That is the coexistence rule, not a recap failure; any
+    # kernel the trace does hold must include recap's.
+    if st == OK and order == "recap-first" and not names:
+        print(f"torch_profiler_cupti: {order}: the profiler got no CUDA activity (CUPTI held by "
+              f"recap)")
+    else:
+        ok &= eager >= 3 and (st != OK or captured >= K)
     print(f"torch_profiler_cupti: {order}: {'PASS' if ok else 'FAIL'}")
     return 0 if ok else 1
 
