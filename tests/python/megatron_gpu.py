@@ -203,6 +203,44 @@ def time_forks(mod, graph_safe, n=2000, reps=15):
     return statistics.median(samples)
 
 
+def replay_us(g, reps=2000, rounds=7):
+    """Median over rounds of the event-timed mean replay time."""
+    for _ in range(50):
+        g.replay()
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(rounds):
+        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        a.record()
+        for _ in range(reps):
+            g.replay()
+        b.record()
+        b.synchronize()
+        times.append(a.elapsed_time(b) * 1000 / reps)
+    return statistics.median(times)
+
+
+def tracker_graph(mod, states, register_by_hand):
+    """A graph drawing from one state of a graph-safe tracker holding `states` states."""
+    torch.manual_seed(7)
+    mod.initialize_rng_tracker(use_cudagraphable_rng=True, force_reset=True)
+    t = mod.get_cuda_rng_tracker()
+    for i in range(states):
+        t.add(f"s{i}", 1000 + i)
+    x = torch.ones(1024, device="cuda")
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    g = torch.cuda.CUDAGraph()
+    if register_by_hand:
+        for st in t.get_states().values():
+            g.register_generator_state(st)
+    with torch.cuda.graph(g, stream=s):
+        with t.fork("s0"):
+            y = torch.nn.functional.dropout(x, 0.5)
+    g._keep = (x, y)
+    return g
+
+
 def bench():
     print("| fork+exit from Python | Megatron-Core 0.19.2 us | recap.megatron us | ratio |")
     print("|---|---:|---:|---:|")
@@ -211,6 +249,14 @@ def bench():
         r = time_forks(rec, graph_safe)
         mode = "graph-safe" if graph_safe else "value"
         print(f"| {mode} mode | {m:.2f} | {r:.2f} | {r / m:.2f} |")
+    print()
+    print("| tracker states (graph draws from 1) | registered by hand through torch us/replay | "
+          "recap, automatic us/replay | ratio |")
+    print("|---|---:|---:|---:|")
+    for states in (1, 4, 8):
+        hand = replay_us(tracker_graph(meg, states, True))
+        auto = replay_us(tracker_graph(rec, states, False))
+        print(f"| {states} | {hand:.2f} | {auto:.2f} | {auto / hand:.2f} |")
 
 
 def unmodified():
