@@ -171,6 +171,7 @@ DECLS = {
     "recap_tracker_fork": ([vp, ctypes.c_char_p, P(ctypes.c_uint64)], _S),
     "recap_tracker_unfork": ([vp, ctypes.c_uint64], _S),
     "recap_tracker_current_name": ([vp, P(ctypes.c_char_p)], _S),
+    "recap_tracker_generator": ([vp, P(vp)], _S),
     "recap_tracker_get_states": ([vp, P(vp)], _S),
     "recap_tracker_set_states": ([vp, vp], _S),
     "recap_tracker_state_object": ([vp, ctypes.c_char_p, P(vp)], _S),

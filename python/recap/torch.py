@@ -28,7 +28,19 @@ from . import _abi
 from ._lib import RecapError, check, lib
 
 __all__ = ["TorchGenerator", "generator", "install", "uninstall", "register_tracker",
-           "registered_states", "needs_registration"]
+           "registered_states", "needs_registration", "RecapTracker", "dropout",
+           "launch_dropout", "reference_keep", "kernel_backend"]
+
+# recap's own dropout (recap/_dropout.py), imported on first use so that Triton loads only then.
+_DROPOUT = {"RecapTracker", "dropout", "launch_dropout", "reference_keep", "kernel_backend",
+            "philox4x32_10", "curand_words", "dropout_threshold", "include_dir"}
+
+
+def __getattr__(name):
+    if name in _DROPOUT:
+        from . import _dropout
+        return getattr(_dropout, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 _OK = _abi.RECAP_OK
 _ERR = _abi.RECAP_ERR_STATE
