@@ -520,6 +520,30 @@ RECAP_API recap_status_t recap_default_tracker_initialize(const recap_tracker_pa
                                                 int force_reset, recap_tracker_h *tracker_p);
 RECAP_API recap_status_t recap_default_tracker_get(recap_tracker_h *tracker_p);
 
+/* ---------------------------------------------------------------- exact-capture scope */
+
+/*
+ * Graphs on = graphs off (ABI 1.4). Frameworks warm a step up eagerly before capturing it
+ * (torch.cuda.make_graphed_callables runs it 3 times; Megatron's create_cudagraphs more), and the
+ * warm-up and the capture advance every generator, so the first replay draws what the 4th eager
+ * step would: a graphed run differs from the eager one from step 1. Entering this scope takes a
+ * snapshot of every tracker (its generator and every named state, value or graph-safe) and of
+ * every framework generator alive; leaving restores them all, so warm-ups and captures inside the
+ * scope leave the generators where they were and the first replay after it draws exactly what
+ * the first eager step would have (graph launches take the generators' offsets at launch time).
+ *
+ * Scopes nest (each restores what it saw at its entry; leave them in reverse order). A scope is
+ * process-wide: it restores every tracker, also ones another thread used meanwhile, so enter it
+ * while no other thread draws. Objects created inside a scope are left as they are; ones destroyed
+ * inside it are skipped. recap's own generators outside trackers are not included. Enter and leave
+ * outside captures of the calling thread (RECAP_ERR_STATE). RECAP_EXACT_CAPTURE=0 turns every
+ * scope into one that restores nothing (today's behaviour). leave restores what it can when one
+ * restore fails and returns the first failure; the scope is freed either way.
+ */
+typedef struct recap_exact_scope *recap_exact_scope_h;
+RECAP_API recap_status_t recap_exact_capture_enter(recap_exact_scope_h *scope_p);
+RECAP_API recap_status_t recap_exact_capture_leave(recap_exact_scope_h scope);
+
 /* ---------------------------------------------------------------- per-rank seeding */
 
 typedef struct recap_parallel_ranks {

@@ -182,6 +182,8 @@ DECLS = {
     "recap_states_count": ([vp, P(ctypes.c_size_t)], _S),
     "recap_states_name": ([vp, ctypes.c_size_t, P(ctypes.c_char_p)], _S),
     "recap_states_lookup": ([vp, ctypes.c_char_p, u8p], _S),
+    "recap_exact_capture_enter": ([P(vp)], _S),
+    "recap_exact_capture_leave": ([vp], _S),
     "recap_snapshot_create": ([P(vp)], _S),
     "recap_snapshot_destroy": ([vp], _S),
     "recap_snapshot_take": ([vp, vp], _S),

@@ -137,7 +137,7 @@ class Errors(unittest.TestCase):
             _lib.call("recap_tracker_destroy", t)
 
     def test_abi_version(self):
-        self.assertEqual(recap.abi_version(), (1, 3))
+        self.assertEqual(recap.abi_version(), (1, 4))
 
 
 class RecapRun(unittest.TestCase):

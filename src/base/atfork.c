@@ -8,7 +8,8 @@
 /* The modules' handlers in lock order: an outer lock (the registration probe runs captures, the
  * default tracker creates generators) before the locks taken inside it. */
 static void (*const handlers[])(recap_atfork_t) = {
-    recap__capture_probe_atfork, recap__default_tracker_atfork, recap__cupti_atfork,
+    recap__capture_probe_atfork, recap__default_tracker_atfork, recap__scope_atfork,
+    recap__cupti_atfork,
     recap__hooks_atfork,         recap__slots_atfork,           recap__device_atfork,
     recap__capture_atfork,       recap__graphs_atfork,          recap__events_atfork,
     recap__log_atfork,

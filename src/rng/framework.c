@@ -22,6 +22,7 @@ struct recap__fw {
     void *ctx;
     char name[64];
     recap_generator_h gen;
+    uint64_t id;
     struct recap__fw *prev, *next;
 };
 
@@ -281,6 +282,7 @@ recap_status_t recap_generator_create_framework(const recap_framework_ops_t *ops
     recap_status_t st;
 
     RECAP_CHECK_ARG(ops != NULL && gen_p != NULL, "NULL argument");
+    RECAP_CHECK_NOT_IN_FRAMEWORK_OP("recap_generator_create_framework");
     RECAP_CHECK_ARG(device >= RECAP_DEVICE_HOST, "device %d: a CUDA ordinal or "
                     "RECAP_DEVICE_HOST", device);
     st = check_ops(ops);
@@ -306,6 +308,7 @@ recap_status_t recap_generator_create_framework(const recap_framework_ops_t *ops
         registry->prev = fw;
     registry = fw;
     created++;
+    fw->id = created;
     remember_name(fw->name);
     pthread_mutex_unlock(&registry_lock);
     recap__log(RECAP_LOG_INFO, "framework generator \"%s\" (device %d, %s form)", fw->name,
@@ -376,4 +379,52 @@ recap_status_t recap_framework_generators(recap_framework_info_t *info, size_t c
     pthread_mutex_unlock(&registry_lock);
     *count_p = n;
     return RECAP_OK;
+}
+
+/* Under the registry's lock, so no generator goes while its value is read: a framework operation
+ * cannot create or destroy generators (the in-op guard refuses it), so the lock cannot be asked
+ * for again from inside. */
+recap_status_t recap__fw_save_all(recap__fw_value_t *v, size_t cap, size_t *count_p)
+{
+    recap_status_t st = RECAP_OK;
+    struct recap__fw *fw;
+    size_t n = 0;
+
+    pthread_mutex_lock(&registry_lock);
+    for (fw = registry; fw != NULL && st == RECAP_OK; fw = fw->next, n++) {
+        if (n >= cap)
+            continue;
+        v[n].gen = fw->gen;
+        v[n].id = fw->id;
+        recap__lock(&fw->gen->lock);
+        st = recap__fw_get(fw->gen, &v[n].seed, &v[n].offset);
+        recap__unlock(&fw->gen->lock);
+    }
+    pthread_mutex_unlock(&registry_lock);
+    if (st == RECAP_OK)
+        *count_p = n;
+    return st;
+}
+
+recap_status_t recap__fw_restore_all(const recap__fw_value_t *v, size_t n)
+{
+    recap_status_t first = RECAP_OK, st;
+    struct recap__fw *fw;
+    size_t i;
+
+    pthread_mutex_lock(&registry_lock);
+    for (i = 0; i < n; i++) {
+        for (fw = registry; fw != NULL && !(fw->gen == v[i].gen && fw->id == v[i].id);
+             fw = fw->next)
+            ;
+        if (fw == NULL)
+            continue; /* destroyed inside the scope */
+        recap__lock(&fw->gen->lock);
+        st = recap__fw_set(fw->gen, v[i].seed, v[i].offset);
+        recap__unlock(&fw->gen->lock);
+        if (first == RECAP_OK)
+            first = st;
+    }
+    pthread_mutex_unlock(&registry_lock);
+    return first;
 }

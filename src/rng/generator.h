@@ -113,6 +113,16 @@ recap_status_t recap__fw_new_state(recap_generator_h gen, uint64_t seed, uint64_
 recap_status_t recap__fw_exchange(recap_generator_h gen, recap_genstate_t *s,
                                   recap_genstate_t **old_p);
 int recap__fw_graph_safe(const recap_generator_h gen);
+/* The values of every framework generator alive (scope.c): up to cap entries, with ids that tell a
+ * generator still alive at restore from a new one at the same address; the count alive. */
+typedef struct recap__fw_value {
+    recap_generator_h gen;
+    uint64_t id;
+    uint64_t seed, offset;
+} recap__fw_value_t;
+recap_status_t recap__fw_save_all(recap__fw_value_t *v, size_t cap, size_t *count_p);
+/* Writes back the values of those still alive; the first failure is returned. */
+recap_status_t recap__fw_restore_all(const recap__fw_value_t *v, size_t n);
 /* Framework generators created in this process and their distinct names (comma-separated), for
  * RECAP_REPORT. */
 void recap__fw_seen(uint64_t *created_p, char *names, size_t cap);

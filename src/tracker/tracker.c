@@ -136,6 +136,7 @@ recap_status_t recap_tracker_create(const recap_tracker_params_t *params, recap_
     recap__generator_drive(t->gen, 1);
     if (t->host_gen != NULL)
         recap__generator_drive(t->host_gen, 1);
+    recap__scope_track(t);
     *tracker_p = t;
     return RECAP_OK;
 }
@@ -154,6 +155,7 @@ recap_status_t recap_tracker_destroy(recap_tracker_h tracker)
                            "generator would keep a named state; unfork first", depth);
     }
     recap__unlock(&tracker->lock);
+    recap__scope_untrack(tracker);
     m.slots = tracker->slots;
     m.n = tracker->nslots;
     recap__map_free(&m);

@@ -68,7 +68,15 @@ struct recap_tracker {
     size_t depth, frames_cap;
     int current; /* slot of the installed state, -1: the default state */
     recap_fork_token_t next_token;
+
+    /* Every live tracker, for exact-capture scopes (scope.c). */
+    struct recap_tracker *reg_prev, *reg_next;
+    uint64_t reg_id;
 };
+
+/* Adds to / removes from the registry of live trackers (scope.c). */
+void recap__scope_track(recap_tracker_h t);
+void recap__scope_untrack(recap_tracker_h t);
 
 #define RECAP__SNAP_HAS_HOST 1u
 #define RECAP__SNAP_INITIALIZED 2u
