@@ -773,12 +773,23 @@ class _AliasFinder:
 
     TARGET = "megatron.core.tensor_parallel.random"
     TE = "megatron.core.extensions.transformer_engine"
+    GRAPHS = "megatron.core.transformer.cuda_graphs"
 
     def find_spec(self, fullname, path=None, target=None):
         import importlib.machinery
         import importlib.util
         if fullname == self.TARGET:
             return importlib.util.spec_from_loader(fullname, self)
+        if fullname == self.GRAPHS:
+            spec = importlib.machinery.PathFinder.find_spec(fullname, path)
+            if spec is not None and spec.loader is not None:
+                real_graphs = spec.loader.exec_module
+
+                def exec_graphs(module, _real=real_graphs):
+                    _real(module)
+                    _wrap_create_cudagraphs(module)
+                spec.loader.exec_module = exec_graphs
+            return spec
         if fullname == self.TE and not HAVE_TE:
             # Megatron's module, then its TE tracker (a MagicMock class without TE) replaced.
             spec = importlib.machinery.PathFinder.find_spec(fullname, path)
@@ -833,7 +844,29 @@ def install() -> None:
                 setattr(pkg, k, getattr(me, k))
     if not HAVE_TE:
         _replace_te_tracker()
+    _wrap_create_cudagraphs()
     _installed = True
+
+
+def _wrap_create_cudagraphs(module=None) -> None:
+    """Megatron's local CUDA-graph path warms up and captures every recorded layer in
+    create_cudagraphs(): inside recap.torch.exact_capture the generators come out of it where the
+    eager first step left them, so graphed steps draw what eager steps would."""
+    if module is None:
+        try:
+            import megatron.core.transformer.cuda_graphs as module
+        except Exception:  # noqa: BLE001 - Megatron absent or broken
+            return
+    rec = getattr(module, "_CudagraphGlobalRecord", None)
+    orig = getattr(rec, "create_cudagraphs", None) if rec is not None else None
+    if orig is None or getattr(orig, "_recap_exact", False):
+        return
+
+    def create_cudagraphs(cls, _orig=orig.__func__):
+        with rtorch.exact_capture():
+            return _orig(cls)
+    create_cudagraphs._recap_exact = True
+    rec.create_cudagraphs = classmethod(create_cudagraphs)
 
 
 def install_hook() -> None:

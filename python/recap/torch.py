@@ -17,7 +17,9 @@ CUDA graphs.
 """
 from __future__ import annotations
 
+import contextlib
 import ctypes
+import functools
 import threading
 import weakref
 from typing import Dict, Iterable, List, Optional
@@ -28,8 +30,9 @@ from . import _abi
 from ._lib import RecapError, check, lib
 
 __all__ = ["TorchGenerator", "generator", "install", "uninstall", "register_tracker",
-           "registered_states", "needs_registration", "RecapTracker", "dropout",
-           "launch_dropout", "reference_keep", "kernel_backend"]
+           "registered_states", "needs_registration", "exact_capture", "warmup",
+           "make_graphed_callables", "RecapTracker", "dropout", "launch_dropout",
+           "reference_keep", "kernel_backend"]
 
 # recap's own dropout (recap/_dropout.py), imported on first use so that Triton loads only then.
 _DROPOUT = {"RecapTracker", "dropout", "launch_dropout", "reference_keep", "kernel_backend",
@@ -251,17 +254,60 @@ def register_with(graph, states: Iterable[torch.Generator]) -> int:
     return n
 
 
+# ------------------------------------------------------------------ graphs on = graphs off
+
+
+@contextlib.contextmanager
+def exact_capture():
+    """Warm-ups and captures inside leave every generator recap knows where it was: torch's
+    default CUDA generators (of every device) and every recap tracker's states (recap's
+    recap_exact_capture_enter/leave). So the first replay of a graph captured inside draws what
+    the first eager step would have, and a graphed run reproduces the eager one bit for bit.
+    Restores on exceptions too; nests; process-wide (no other thread should draw meanwhile).
+    ``RECAP_EXACT_CAPTURE=0`` makes it do nothing."""
+    for i in range(torch.cuda.device_count()):
+        generator(i)  # each device's default generator, so the scope restores it
+    scope = ctypes.c_void_p()
+    check(lib().recap_exact_capture_enter(ctypes.byref(scope)), "recap_exact_capture_enter")
+    try:
+        yield
+    except BaseException:
+        lib().recap_exact_capture_leave(scope)
+        raise
+    check(lib().recap_exact_capture_leave(scope), "recap_exact_capture_leave")
+
+
+# The line a user writes around a hand-written warm-up and torch.cuda.graph.
+warmup = exact_capture
+
+_orig_make_graphed_callables = None
+
+
+def make_graphed_callables(*args, **kwargs):
+    """torch.cuda.make_graphed_callables (same arguments) inside ``exact_capture``: its warm-up
+    iterations and captures move no generator, so graphed training equals eager training."""
+    fn = _orig_make_graphed_callables or torch.cuda.make_graphed_callables
+    with exact_capture():
+        return fn(*args, **kwargs)
+
+
 _orig_capture_begin = None
 _install_lock = threading.Lock()
 stats = {"graphs": 0, "states_registered": 0}
 
 
 def install() -> None:
-    """Registers tracker states with every torch CUDA graph from now on (idempotent)."""
-    global _orig_capture_begin
+    """Registers tracker states with every torch CUDA graph from now on, and makes torch's
+    make_graphed_callables this module's (warm-up and capture inside ``exact_capture``).
+    Idempotent."""
+    global _orig_capture_begin, _orig_make_graphed_callables
     with _install_lock:
         if _orig_capture_begin is not None:
             return
+        _orig_make_graphed_callables = torch.cuda.make_graphed_callables
+        wrapped = functools.wraps(_orig_make_graphed_callables)(make_graphed_callables)
+        torch.cuda.make_graphed_callables = wrapped
+        torch.cuda.graphs.make_graphed_callables = wrapped
         cls = torch.cuda.graphs.CUDAGraph
         orig = cls.capture_begin
 
@@ -278,8 +324,12 @@ def install() -> None:
 
 
 def uninstall() -> None:
-    global _orig_capture_begin
+    global _orig_capture_begin, _orig_make_graphed_callables
     with _install_lock:
         if _orig_capture_begin is not None:
             torch.cuda.graphs.CUDAGraph.capture_begin = _orig_capture_begin
             _orig_capture_begin = None
+        if _orig_make_graphed_callables is not None:
+            torch.cuda.make_graphed_callables = _orig_make_graphed_callables
+            torch.cuda.graphs.make_graphed_callables = _orig_make_graphed_callables
+            _orig_make_graphed_callables = None

@@ -1,0 +1,217 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Graphs on = graphs off, on a GPU (scripts/gpu-check): training with CUDA graphs reproduces
+eager training bit for bit, dropout included, with recap's exact-capture scope.
+
+    python graphs_exact.py
+
+1. torch.cuda.make_graphed_callables (recap.torch.install() makes torch's own function recap's)
+   on an MLP with two dropouts and on a transformer encoder layer (fp32): 20 training steps
+   graphed and eager, losses and parameters compared; the anchor is torch's own function.
+2. A hand-written warm-up and torch.cuda.graph inside ``with recap.torch.warmup():``: K replays
+   equal K eager steps.
+3. Checkpoint/restart: the generators and the model saved at step N of an eager run, restored
+   into a graphed run: the remaining steps equal the eager run's.
+4. The scope's costs: per-replay time with and without it, entering+leaving it from Python.
+Exit status 0 when every check holds.
+"""
+import statistics
+import sys
+import time
+
+import torch
+
+import recap.megatron  # noqa: F401 - trackers; install() below
+import recap.torch as rt
+
+FAILS = []
+STEPS = 20
+
+
+def check(cond, what):
+    print(("ok    " if cond else "FAIL  ") + what)
+    if not cond:
+        FAILS.append(what)
+
+
+class MLP(torch.nn.Module):
+    def __init__(self, p=0.1):
+        super().__init__()
+        self.fc1 = torch.nn.Linear(64, 128)
+        self.fc2 = torch.nn.Linear(128, 64)
+        self.p = p
+
+    def forward(self, x):
+        h = torch.nn.functional.dropout(torch.relu(self.fc1(x)), self.p, training=True)
+        return torch.nn.functional.dropout(self.fc2(h), self.p, training=True)
+
+
+def block(p=0.1):
+    return torch.nn.TransformerEncoderLayer(d_model=64, nhead=4, dim_feedforward=128,
+                                            dropout=p, batch_first=True)
+
+
+def data(shape):
+    g = torch.Generator(device="cuda").manual_seed(3)
+    return torch.randn(*shape, device="cuda", generator=g)
+
+
+def train(make, shape, graphed, graph_fn, steps=STEPS, start=None):
+    """Losses of `steps` SGD steps and the final parameters. start: (model state, rng state)
+    to resume from."""
+    torch.manual_seed(0)
+    model = make().cuda()
+    torch.cuda.manual_seed(1234)
+    if start is not None:
+        model.load_state_dict(start[0])
+        torch.cuda.set_rng_state(start[1])
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    x = data(shape)
+    run = graph_fn(model, (x,)) if graphed else model
+    losses = []
+    for _ in range(steps):
+        opt.zero_grad(set_to_none=False)
+        loss = (run(x) ** 2).mean()
+        loss.backward()
+        opt.step()
+        losses.append(loss.detach().clone())
+    return torch.stack(losses), [p.detach().clone() for p in model.parameters()]
+
+
+def equal(a, b):
+    return torch.equal(a[0], b[0]) and all(torch.equal(p, q) for p, q in zip(a[1], b[1]))
+
+
+def first_diff(a, b):
+    d = (a[0] != b[0]).nonzero()
+    return int(d[0]) + 1 if len(d) else None
+
+
+def graphed_training():
+    torch_fn = rt._orig_make_graphed_callables or torch.cuda.make_graphed_callables
+    for name, make, shape in (("MLP with two dropouts", MLP, (32, 64)),
+                              ("transformer encoder layer, dropout 0.1", block, (8, 16, 64))):
+        eager = train(make, shape, False, None)
+        ours = train(make, shape, True, torch.cuda.make_graphed_callables)
+        anchor = train(make, shape, True, torch_fn)
+        check(equal(eager, ours), f"{name}: {STEPS} steps graphed (recap) = eager, losses and "
+              "parameters bit for bit")
+        print(f"info  {name}: torch's own make_graphed_callables differs from eager from step "
+              f"{first_diff(eager, anchor)} (the anchor)")
+        check(not equal(eager, anchor), f"{name}: the anchor differs (the scope is what fixes it)")
+    control = (train(lambda: MLP(0.0), (32, 64), False, None),
+               train(lambda: MLP(0.0), (32, 64), True, torch_fn))
+    check(equal(*control), "control: dropout 0, torch's own graphs = eager")
+
+
+def step_graph(model, x, warmups):
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with rt.warmup():
+        with torch.cuda.stream(s):
+            for _ in range(warmups):
+                model(x).sum().backward()
+        torch.cuda.current_stream().wait_stream(s)
+        g = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(g):
+            y = model(x)
+            y.sum().backward()
+    return g, y
+
+
+def hand_warmup():
+    torch.manual_seed(0)
+    m = MLP().cuda()
+    x = data((32, 64))
+    torch.cuda.manual_seed(99)
+    g, y = step_graph(m, x, 3)
+    replays = []
+    for _ in range(4):
+        g.replay()
+        replays.append(y.clone())
+    torch.manual_seed(0)
+    e = MLP().cuda()
+    torch.cuda.manual_seed(99)
+    eager = [e(x).detach() for _ in range(4)]
+    check(all(torch.equal(a, b) for a, b in zip(replays, eager)),
+          "hand-written warm-up + torch.cuda.graph in recap.torch.warmup(): 4 replays = 4 eager "
+          "steps")
+    check(not torch.equal(replays[0], replays[1]), "replays draw fresh masks")
+    return g
+
+
+def restart():
+    n = 7
+    full = train(MLP, (32, 64), False, None, steps=STEPS)
+    torch.manual_seed(0)
+    m = MLP().cuda()
+    torch.cuda.manual_seed(1234)
+    opt = torch.optim.SGD(m.parameters(), lr=0.01)
+    x = data((32, 64))
+    for _ in range(n):
+        opt.zero_grad(set_to_none=False)
+        (m(x) ** 2).mean().backward()
+        opt.step()
+    saved = ({k: v.clone() for k, v in m.state_dict().items()}, torch.cuda.get_rng_state())
+    rest = train(MLP, (32, 64), True, torch.cuda.make_graphed_callables, steps=STEPS - n,
+                 start=saved)
+    check(torch.equal(rest[0], full[0][n:]) and
+          all(torch.equal(p, q) for p, q in zip(rest[1], full[1])),
+          f"checkpoint at step {n} of an eager run, restored into a graphed run: steps "
+          f"{n + 1}..{STEPS} equal the eager run's")
+
+
+def costs(g):
+    def per_replay(graph, reps=2000):
+        for _ in range(20):
+            graph.replay()
+        torch.cuda.synchronize()
+        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        a.record()
+        for _ in range(reps):
+            graph.replay()
+        b.record()
+        b.synchronize()
+        return a.elapsed_time(b) * 1000 / reps
+
+    torch.manual_seed(0)
+    m = MLP().cuda()
+    x = data((32, 64))
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        for _ in range(3):
+            m(x).sum().backward()
+    torch.cuda.current_stream().wait_stream(s)
+    plain = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(plain):
+        m(x).sum().backward()
+    with_scope = statistics.median(per_replay(g) for _ in range(7))
+    without = statistics.median(per_replay(plain) for _ in range(7))
+    print(f"| graphed MLP step, us per replay | captured in the scope {with_scope:.2f} | without "
+          f"{without:.2f} | ratio {with_scope / without:.3f} |")
+    recap.megatron.model_parallel_cuda_manual_seed(
+        1, use_cudagraphable_rng=True, tp_rank=0, ep_rank=0, etp_rank=0, force_reset_rng=True)
+    t = recap.megatron.get_cuda_rng_tracker()
+    for i in range(5):
+        t.add(f"extra-{i}", 100 + i)
+    times = []
+    for _ in range(5):
+        t0 = time.perf_counter()
+        for _ in range(200):
+            with rt.exact_capture():
+                pass
+        times.append((time.perf_counter() - t0) / 200 * 1e6)
+    print(f"| enter+leave the scope from Python, 8 graph-safe torch states | "
+          f"{statistics.median(times):.1f} us |")
+
+
+if __name__ == "__main__":
+    rt.install()
+    graphed_training()
+    g = hand_warmup()
+    restart()
+    costs(g)
+    if FAILS:
+        print(f"graphs_exact: {len(FAILS)} check(s) failed")
+        sys.exit(1)
+    print("graphs_exact: all checks hold")
