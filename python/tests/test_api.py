@@ -136,6 +136,38 @@ class Errors(unittest.TestCase):
         finally:
             _lib.call("recap_tracker_destroy", t)
 
+    def test_exact_capture_scope_restores_trackers(self):
+        """The C scope behind recap.torch.exact_capture, on a host tracker (no GPU): what is
+        drawn inside leaves no trace; RECAP_EXACT_CAPTURE=0 restores nothing."""
+        import ctypes
+        from recap import _abi
+        p = _abi.TrackerParams(0, None, _abi.RECAP_DEVICE_HOST, None)
+        t, g, scope = ctypes.c_void_p(), ctypes.c_void_p(), ctypes.c_void_p()
+        _lib.call("recap_tracker_create", ctypes.byref(p), ctypes.byref(t))
+        _lib.call("recap_tracker_add", t, b"a", 17)
+        _lib.call("recap_tracker_generator", t, ctypes.byref(g))
+        before = (ctypes.c_uint8 * 16)()
+        after = (ctypes.c_uint8 * 16)()
+        state = (ctypes.c_uint8 * 16)(*([7] + [0] * 7 + [8] + [0] * 7))
+        try:
+            _lib.call("recap_generator_get_state", g, before)
+            _lib.call("recap_exact_capture_enter", ctypes.byref(scope))
+            _lib.call("recap_generator_set_state", g, state)
+            _lib.call("recap_exact_capture_leave", scope)
+            _lib.call("recap_generator_get_state", g, after)
+            self.assertEqual(bytes(before), bytes(after))
+            os.environ["RECAP_EXACT_CAPTURE"] = "0"
+            try:
+                _lib.call("recap_exact_capture_enter", ctypes.byref(scope))
+                _lib.call("recap_generator_set_state", g, state)
+                _lib.call("recap_exact_capture_leave", scope)
+            finally:
+                del os.environ["RECAP_EXACT_CAPTURE"]
+            _lib.call("recap_generator_get_state", g, after)
+            self.assertEqual(bytes(after), bytes(state))
+        finally:
+            _lib.call("recap_tracker_destroy", t)
+
     def test_abi_version(self):
         self.assertEqual(recap.abi_version(), (1, 4))
 
