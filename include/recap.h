@@ -445,8 +445,9 @@ typedef struct recap_tracker_params {
 } recap_tracker_params_t;
 
 RECAP_API recap_status_t recap_tracker_create(const recap_tracker_params_t *params, recap_tracker_h *tracker_p);
-/* RECAP_ERR_STATE while forks are open (the tracker's generator would keep a named state). An
- * owned generator (params.generator NULL) is destroyed with the tracker. */
+/* RECAP_ERR_STATE while forks are open (the tracker's generator would keep a named state), and
+ * for the default tracker (replace it with recap_default_tracker_initialize and force_reset).
+ * An owned generator (params.generator NULL) is destroyed with the tracker. */
 RECAP_API recap_status_t recap_tracker_destroy(recap_tracker_h tracker);
 /* Empties the states and used seeds, marks the tracker uninitialized, current = default.
  * RECAP_ERR_STATE while forks are open. */

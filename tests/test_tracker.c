@@ -685,6 +685,30 @@ START_TEST(default_tracker_force_reset_replaces_it)
 }
 END_TEST
 
+START_TEST(destroying_the_default_tracker_is_refused)
+{
+    recap_tracker_params_t p = {.flags = 0, .device = RECAP_DEVICE_HOST};
+    recap_tracker_h a, b;
+    uint8_t st[RECAP_STATE_BYTES];
+
+    ck_assert_ok(recap_default_tracker_initialize(&p, 0, &a));
+    ck_assert_ok(recap_tracker_add(a, "a", 7));
+    ck_assert_status(recap_tracker_destroy(a), RECAP_ERR_STATE);
+    ck_assert_ptr_nonnull(strstr(recap_last_error(), "recap_default_tracker_initialize"));
+    ck_assert_ptr_nonnull(strstr(recap_last_error(), "force_reset"));
+    /* Still the default and still whole: its state can be used. */
+    ck_assert_ok(recap_default_tracker_get(&b));
+    ck_assert_ptr_eq(a, b);
+    ck_assert_uint_eq(state_count(b), 1);
+    named_state(b, "a", st);
+    fork_draw(b, "a", (uint32_t[NWORDS]){0}, NWORDS);
+    /* force_reset is the way to replace it; the new default is refused the same way. */
+    ck_assert_ok(recap_default_tracker_initialize(&p, 1, &b));
+    ck_assert_ptr_ne(a, b);
+    ck_assert_status(recap_tracker_destroy(b), RECAP_ERR_STATE);
+}
+END_TEST
+
 /* ---------------------------------------------------------------- threads */
 
 #define THREAD_ITERS 100000
@@ -923,6 +947,7 @@ int main(void)
     tcase_add_test(dflt, default_tracker_initialize_with_same_params_returns_it);
     tcase_add_test(dflt, default_tracker_initialize_with_other_params_keeps_the_first);
     tcase_add_test(dflt, default_tracker_force_reset_replaces_it);
+    tcase_add_test(dflt, destroying_the_default_tracker_is_refused);
     suite_add_tcase(s, dflt);
     tcase_set_timeout(thr, 120);
     tcase_add_loop_test(thr, threads_on_their_own_trackers_draw_what_one_thread_draws, 0, 2);

@@ -142,10 +142,21 @@ recap_status_t recap_tracker_create(const recap_tracker_params_t *params, recap_
 
 recap_status_t recap_tracker_destroy(recap_tracker_h tracker)
 {
-    recap__map_t m = {0};
-
     RECAP_CHECK_ARG(tracker != NULL, "tracker is NULL");
     RECAP_CHECK_NOT_IN_FRAMEWORK_OP("recap_tracker_destroy");
+    /* recap_default_tracker_get would hand out the freed handle afterwards. */
+    if (recap__tracker_is_default(tracker))
+        return recap__fail(RECAP_ERR_STATE, "the default tracker cannot be destroyed with "
+                           "recap_tracker_destroy (recap_default_tracker_get would return it); "
+                           "replace it with recap_default_tracker_initialize(params, "
+                           "force_reset=1, ...)");
+    return recap__tracker_destroy(tracker);
+}
+
+recap_status_t recap__tracker_destroy(recap_tracker_h tracker)
+{
+    recap__map_t m = {0};
+
     recap__lock(&tracker->lock);
     if (tracker->depth > 0) {
         size_t depth = tracker->depth;

@@ -151,6 +151,11 @@ recap_status_t recap__tracker_replace(recap_tracker_h t, const recap__entry_t *e
                                       const recap__gen_values_t *gv, recap__then_fn then,
                                       void *arg, const char *what);
 
+/* recap_tracker_destroy without the default tracker's check (default.c replaces it). */
+recap_status_t recap__tracker_destroy(recap_tracker_h tracker);
+/* Whether t is the process's default tracker. */
+int recap__tracker_is_default(recap_tracker_h t);
+
 /* Drops the slot's references to its object. */
 void recap__slot_release(recap__slot_t *s);
 /* The value of slot i; the caller holds the tracker's lock. Fails only when a framework's
