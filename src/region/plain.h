@@ -46,6 +46,7 @@ typedef struct recap__ptrigger {
 } recap__ptrigger_t;
 
 struct recap_plain_host {
+    uint32_t magic; /* RECAP_MAGIC_PLAIN_HOST while live (base/handle.h) */
     recap_lock_t lock; /* stats, reference counts, the trigger list */
     int device;
     uint32_t flags;

@@ -2,6 +2,7 @@
 #include "config.h"
 
 #include "base/error.h"
+#include "base/handle.h"
 #include "driver/driver.h"
 #include "kernels/fill_body.h"
 #include "rng/generator.h"
@@ -100,7 +101,9 @@ static recap_status_t fill(recap_generator_h gen, recap_stream_t stream, void *b
     recap_fill_params_t p = {0};
     recap_status_t st;
 
-    RECAP_CHECK_ARG(gen != NULL, "%s: generator is NULL", k->what);
+    RECAP_CHECK_ARG(gen != NULL && gen->magic == RECAP_MAGIC_GENERATOR, "%s: generator %p is %s",
+                    k->what, (void *)gen, gen == NULL ? "NULL" : "not live (destroyed, or never "
+                    "created)");
     RECAP_CHECK_ARG(buf != NULL, "%s: buffer is NULL", k->what);
     RECAP_CHECK_ARG(n > 0, "%s: zero-length fill", k->what);
     RECAP_CHECK_ARG(n <= (UINT64_MAX / 8), "%s: %zu elements is too many", k->what, n);

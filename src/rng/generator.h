@@ -50,11 +50,12 @@ typedef struct recap_genstate {
  * in graph-safe mode (NULL until then): the framework holds the truth. `drivers` counts the
  * trackers driving the generator, so it is not destroyed under them. */
 struct recap_generator {
+    uint32_t magic; /* RECAP_MAGIC_GENERATOR while live (base/handle.h) */
     int device;
     recap_lock_t lock;
+    int drivers;
     recap_genstate_t *state;
     struct recap__fw *fw;
-    int drivers;
 };
 
 recap_genstate_t *recap__genstate_new(int device, uint64_t seed, uint64_t offset);

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 
 #include "base/error.h"
+#include "base/handle.h"
 #include "tracker/tracker.h"
 
 static recap_status_t grow_frames(recap_tracker_h t)
@@ -105,7 +106,8 @@ recap_status_t recap_tracker_fork(recap_tracker_h tracker, const char *name,
     recap_status_t st;
     int i = -1;
 
-    RECAP_CHECK_ARG(tracker != NULL && name != NULL && token_p != NULL, "NULL argument");
+    RECAP_CHECK_HANDLE(tracker, RECAP_MAGIC_TRACKER, "tracker");
+    RECAP_CHECK_ARG(name != NULL && token_p != NULL, "NULL argument");
     RECAP_CHECK_NOT_IN_FRAMEWORK_OP("recap_tracker_fork");
     recap__lock(&tracker->lock);
     if (tracker->depth == tracker->frames_cap && grow_frames(tracker) != RECAP_OK) {
@@ -205,7 +207,7 @@ recap_status_t recap_tracker_unfork(recap_tracker_h tracker, recap_fork_token_t 
     recap_status_t st = RECAP_OK;
     size_t depth;
 
-    RECAP_CHECK_ARG(tracker != NULL, "tracker is NULL");
+    RECAP_CHECK_HANDLE(tracker, RECAP_MAGIC_TRACKER, "tracker");
     RECAP_CHECK_NOT_IN_FRAMEWORK_OP("recap_tracker_unfork");
     recap__lock(&tracker->lock);
     depth = tracker->depth;

@@ -23,6 +23,7 @@
 #include <string.h>
 
 #include "base/error.h"
+#include "base/handle.h"
 #include "tracker/tracker.h"
 
 #define MAGIC "RCAP"
@@ -104,7 +105,8 @@ recap_status_t recap_snapshot_serialize(recap_snapshot_h snap, void *buf, size_t
 {
     size_t need;
 
-    RECAP_CHECK_ARG(snap != NULL && len_p != NULL, "NULL argument");
+    RECAP_CHECK_HANDLE(snap, RECAP_MAGIC_SNAPSHOT, "snapshot");
+    RECAP_CHECK_ARG(len_p != NULL, "NULL argument");
     if (!snap->valid)
         return recap__fail(RECAP_ERR_STATE, "serialize of a snapshot never taken or "
                            "deserialized");
@@ -228,6 +230,7 @@ recap_status_t recap_snapshot_deserialize(const void *buf, size_t len, recap_sna
     recap_status_t st;
 
     RECAP_CHECK_ARG(buf != NULL && snap != NULL, "NULL argument");
+    RECAP_CHECK_HANDLE(snap, RECAP_MAGIC_SNAPSHOT, "snapshot");
     st = check_header(buf, len, &h);
     if (st != RECAP_OK)
         return st;
@@ -243,6 +246,7 @@ recap_status_t recap_snapshot_deserialize(const void *buf, size_t len, recap_sna
     free(snap->e);
     h.valid = 1;
     h.layout = 0; /* names unknown to every tracker until a restore compares them */
+    h.magic = RECAP_MAGIC_SNAPSHOT;
     *snap = h;
     return RECAP_OK;
 }

@@ -45,6 +45,7 @@ typedef struct recap__frame {
 } recap__frame_t;
 
 struct recap_tracker {
+    uint32_t magic; /* RECAP_MAGIC_TRACKER while live (base/handle.h) */
     recap_lock_t lock;
     uint32_t flags;
     int initialized;
@@ -75,6 +76,7 @@ struct recap_tracker {
 #define RECAP__SNAP_KNOWN_FLAGS (RECAP__SNAP_HAS_HOST | RECAP__SNAP_INITIALIZED)
 
 struct recap_snapshot {
+    uint32_t magic; /* RECAP_MAGIC_SNAPSHOT while live */
     int valid; /* taken or deserialized at least once */
     uint32_t flags;
     uint64_t host_seed, host_offset;
@@ -85,6 +87,7 @@ struct recap_snapshot {
 };
 
 struct recap_states {
+    uint32_t magic; /* RECAP_MAGIC_STATES while live */
     recap__entry_t *e;
     size_t n;
 };
