@@ -467,7 +467,10 @@ RECAP_API recap_status_t recap_tracker_add(recap_tracker_h tracker, const char *
 /* Installs the named state in the tracker's generator until the matching unfork; an outer
  * fork's progress is kept, and nested forks (A, B, A again) draw exactly what the same forks
  * one after the other would. RECAP_ERR_NOT_FOUND for a name never added. Value mode copies
- * 16-byte values; graph-safe mode installs the state object itself. */
+ * 16-byte values; graph-safe mode installs the state object itself.
+ * Trackers may share a generator (params.generator) one after the other, not interleaved: while
+ * one tracker has a fork open on the generator, another tracker's fork returns RECAP_ERR_STATE
+ * and changes nothing (its unfork would put the wrong state back). */
 RECAP_API recap_status_t recap_tracker_fork(recap_tracker_h tracker, const char *name,
                                   recap_fork_token_t *token_p);
 /* Ends the innermost fork: the advanced state goes back under its name and the outer state is
