@@ -573,9 +573,10 @@ RECAP_API recap_status_t recap_snapshot_restore(recap_tracker_h tracker, recap_s
  * buf is too small. */
 RECAP_API recap_status_t recap_snapshot_serialize(recap_snapshot_h snap, void *buf, size_t cap,
                                         size_t *len_p);
-/* Parses and validates a whole blob into snap; RECAP_ERR_VERSION for another format version,
- * RECAP_ERR_CORRUPT for damaged or truncated data (bad magic, length, checksum, names, offsets
- * not multiples of 4), and snap is left unchanged on any error. Restore it to apply it. */
+/* Parses and validates a whole blob into snap; RECAP_ERR_CORRUPT for damaged or truncated data
+ * (bad magic, length, checksum, names, offsets not multiples of 4; checked before the version,
+ * so a damaged version field is corrupt too), RECAP_ERR_VERSION for an intact blob of another
+ * format version, and snap is left unchanged on any error. Restore it to apply it. */
 RECAP_API recap_status_t recap_snapshot_deserialize(const void *buf, size_t len, recap_snapshot_h snap);
 
 /* ---------------------------------------------------------------- diagnostics (recap-probe) */
