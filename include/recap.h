@@ -300,6 +300,8 @@ RECAP_API recap_status_t recap_stream_destroy(recap_stream_t stream);
 RECAP_API recap_status_t recap_stream_synchronize(recap_stream_t stream);
 RECAP_API recap_status_t recap_stream_begin_capture(recap_stream_t stream, recap_capture_mode_t mode);
 RECAP_API recap_status_t recap_stream_end_capture(recap_stream_t stream, recap_graph_t *graph_p);
+/* Fails (RECAP_ERR_NO_MEMORY, the exec destroyed) when recap cannot record the exec's RNG
+ * bookkeeping: its launches would not advance the generators. */
 RECAP_API recap_status_t recap_graph_instantiate(recap_graph_t graph, recap_graph_exec_t *exec_p);
 RECAP_API recap_status_t recap_graph_clone(recap_graph_t graph, recap_graph_t *clone_p);
 RECAP_API recap_status_t recap_graph_launch(recap_graph_exec_t exec, recap_stream_t stream);

@@ -3,6 +3,7 @@
 
 #include <dlfcn.h>
 #include <pthread.h>
+#include <stdio.h>
 
 #include "base/error.h"
 #include "base/log.h"
@@ -179,6 +180,7 @@ recap_status_t recap_stream_end_capture(recap_stream_t stream, recap_graph_t *gr
 recap_status_t recap_graph_instantiate(recap_graph_t graph, recap_graph_exec_t *exec_p)
 {
     CUgraphExec e = NULL;
+    recap_status_t st;
     NEED_DRIVER(drv);
 
     RECAP_CHECK_ARG(graph != NULL && exec_p != NULL, "NULL argument");
@@ -186,7 +188,23 @@ recap_status_t recap_graph_instantiate(recap_graph_t graph, recap_graph_exec_t *
         return RECAP_ERR_STATE;
     RECAP_IN_DEVICE(graph_call_device(drv, graph), "cuGraphInstantiateWithFlags",
               drv->cuGraphInstantiateWithFlags(&e, (CUgraph)graph, 0));
-    recap_graph_instantiated(graph, e);
+    /* An exec recap keeps no record of would launch without advancing its generators: every
+     * replay would repeat the same numbers. */
+    st = recap_graph_instantiated(graph, e);
+    if (st != RECAP_OK) {
+        const recap_device_t *dev;
+        char why[256];
+        int pushed = 0;
+
+        snprintf(why, sizeof(why), "%s", recap_last_error());
+        if (recap__device_get(graph_call_device(drv, graph), &dev) == RECAP_OK &&
+            recap__ctx_enter(dev, &pushed) == RECAP_OK) {
+            drv->cuGraphExecDestroy(e);
+            recap__ctx_leave(pushed);
+        }
+        return recap__fail(st, "graph instantiated, but recap could not record its RNG "
+                           "bookkeeping (%s); the exec is destroyed", why);
+    }
     *exec_p = e;
     return RECAP_OK;
 }
