@@ -122,16 +122,20 @@ RECAP_API recap_status_t recap_generator_set_state(recap_generator_h gen,
  * layout; pass them to recap_philox_unpack in the kernel) and advances the offset by
  * round_up(n, 4). When `stream` is capturing, the arguments point at the generator's device
  * slot and the offset relative to the capture advances instead. RECAP_ERR_NOT_REGISTERED when
- * the stream captures but recap was not told of the capture or the generator was not primed. */
+ * the stream captures but recap was not told of the capture or the generator was not primed;
+ * RECAP_ERR_WRONG_DEVICE for a stream of another device than the generator's. */
 RECAP_API recap_status_t recap_generator_reserve(recap_generator_h gen, recap_stream_t stream,
                                                  uint64_t n, recap_philox_args_t *args_p);
 
 /*
  * Bulk fills. The words equal cuRAND's curandGenerate (PHILOX4_32_10, default ordering) with the
  * generator's seed and generator offset 65536 * offset; floats equal curandGenerateUniform and
- * doubles curandGenerateUniformDouble. The offset advances by 4 * ceil(words / 262144).
+ * doubles curandGenerateUniformDouble. The offset advances by 4 * ceil(n / 262144) for n words
+ * or floats and by 8 * ceil(n / 262144) for n doubles (each takes two words).
  * Host generators fill host memory (stream ignored, must be NULL); device generators fill device
- * memory of their device, asynchronously on `stream`. n = 0 is an error.
+ * memory of their device, asynchronously on `stream` (RECAP_ERR_WRONG_DEVICE for a stream of
+ * another device). n = 0 is an error, and so is an n whose bytes exceed 2^57 (no address space
+ * holds them).
  */
 RECAP_API recap_status_t recap_generator_fill_u32(recap_generator_h gen, recap_stream_t stream,
                                         uint32_t *buf, size_t n);

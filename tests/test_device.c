@@ -70,6 +70,40 @@ START_TEST(device_fill_rejects_buffer_of_other_device)
 }
 END_TEST
 
+/* A device-1 generator given a device-0 stream: refused, the offset unmoved (issue 20,
+ * defect 14); its own device's stream works. */
+START_TEST(stream_of_another_device_is_wrong_device)
+{
+    recap_generator_h g;
+    recap_philox_args_t a;
+    recap_stream_t s0, s1;
+    uint64_t offset = 99;
+    void *buf;
+
+    if (device_count() < 2)
+        return; /* the GPU machine has one device; CI's double has two and runs this */
+    ck_assert_ok(recap_generator_create(1, &g));
+    ck_assert_ok(recap_stream_create(0, &s0));
+    ck_assert_ok(recap_stream_create(1, &s1));
+    ck_assert_ok(recap_device_alloc(1, 256, &buf));
+    ck_assert_status(recap_generator_reserve(g, s0, 4, &a), RECAP_ERR_WRONG_DEVICE);
+    ck_assert_ptr_nonnull(strstr(recap_last_error(), "device 0"));
+    ck_assert_status(recap_generator_fill_u32(g, s0, buf, 64), RECAP_ERR_WRONG_DEVICE);
+    ck_assert_ok(recap_generator_offset(g, &offset));
+    ck_assert_uint_eq(offset, 0);
+    ck_assert_ok(recap_generator_reserve(g, s1, 4, &a));
+    ck_assert_uint_eq(a.offset, 0);
+    ck_assert_ok(recap_generator_fill_u32(g, s1, buf, 64));
+    ck_assert_ok(recap_stream_synchronize(s1));
+    ck_assert_ok(recap_generator_offset(g, &offset));
+    ck_assert_uint_eq(offset, 8);
+    ck_assert_ok(recap_device_free(1, buf));
+    ck_assert_ok(recap_stream_destroy(s0));
+    ck_assert_ok(recap_stream_destroy(s1));
+    ck_assert_ok(recap_generator_destroy(g));
+}
+END_TEST
+
 /* What a host node saw: a copy of the pinned buffer the device copied into, and how many ran. */
 typedef struct {
     const uint32_t *src;
@@ -229,6 +263,7 @@ int main(void)
     tcase_add_test(tc, generator_on_missing_device_is_rejected);
     tcase_add_test(tc, device_fill_rejects_host_memory);
     tcase_add_test(tc, device_fill_rejects_buffer_of_other_device);
+    tcase_add_test(tc, stream_of_another_device_is_wrong_device);
     tcase_add_test(tc, host_generator_takes_no_stream);
     tcase_add_test(tc, device_fill_writes_pinned_host_memory);
     tcase_add_test(tc, stream_ordered_copies_and_host_functions_run_eagerly_and_replay_in_graphs);

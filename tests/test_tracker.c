@@ -673,6 +673,24 @@ START_TEST(trackers_sharing_a_generator_cannot_interleave_forks)
 }
 END_TEST
 
+/* One generator cannot be both: the host generator's snapshot value would overwrite the
+ * tracker generator's (issue 20, defect 14). */
+START_TEST(same_generator_as_generator_and_host_generator_is_rejected)
+{
+    recap_tracker_params_t p = {.device = RECAP_DEVICE_HOST};
+    recap_tracker_h t = NULL;
+    recap_generator_h g;
+
+    ck_assert_ok(recap_generator_create(RECAP_DEVICE_HOST, &g));
+    p.generator = p.host_generator = g;
+    ck_assert_status(recap_tracker_create(&p, &t), RECAP_ERR_INVALID_ARG);
+    ck_assert_ptr_nonnull(strstr(recap_last_error(), "host_generator"));
+    ck_assert_ptr_null(t);
+    /* Not driven: it can be destroyed. */
+    ck_assert_ok(recap_generator_destroy(g));
+}
+END_TEST
+
 /* ---------------------------------------------------------------- the default tracker */
 
 START_TEST(default_tracker_before_initialize_is_a_state_error)
@@ -994,6 +1012,7 @@ int main(void)
     tcase_add_test(tc, token_of_another_tracker_is_rejected);
     tcase_add_loop_test(tc, reset_set_states_and_destroy_with_open_fork_are_rejected, 0, 2);
     tcase_add_test(tc, inference_tracker_passes_forks_through);
+    tcase_add_test(tc, same_generator_as_generator_and_host_generator_is_rejected);
     tcase_add_loop_test(tc, trackers_sharing_a_generator_cannot_interleave_forks, 0, 2);
     tcase_add_test(tc, states_object_copies_counts_names_and_looks_up);
     tcase_add_loop_test(tc, built_states_object_sets_the_tracker, 0, 2);

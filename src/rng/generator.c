@@ -398,6 +398,9 @@ recap_status_t recap__generator_draw(recap_generator_h gen, recap_stream_t strea
 
     RECAP_CHECK_NOT_IN_FRAMEWORK_OP("a draw");
     if (gen->device != RECAP_DEVICE_HOST) {
+        st = recap__stream_check_device((CUstream)stream, gen->device);
+        if (st != RECAP_OK)
+            return st;
         st = recap__capture_of_stream((CUstream)stream, &cap);
         if (st != RECAP_OK && (gen->fw == NULL || st != RECAP_ERR_NOT_REGISTERED))
             return st;
