@@ -73,8 +73,12 @@ RECAP_API recap_status_t recap_device_info(int device, char *name, size_t name_l
 typedef void *recap_stream_t;
 
 /* Device memory through the driver, in the device's primary context: for hosts without an
- * allocator of their own (the plain-C host operations), tools and tests. Copies are
- * synchronous. */
+ * allocator of their own (the plain-C host operations), tools and tests. Copies are synchronous
+ * and complete when they return: the bytes are in place for any work launched afterwards, on
+ * recap's streams (non-blocking) too; a copy to the device from pageable memory is not left
+ * running behind the call as a plain cuMemcpyHtoD may be. They start after the legacy stream's
+ * earlier work, not after earlier work on non-blocking streams: synchronize the stream that
+ * produced or still reads the memory first. */
 RECAP_API recap_status_t recap_device_alloc(int device, size_t bytes, void **ptr_p);
 RECAP_API recap_status_t recap_device_free(int device, void *ptr);
 RECAP_API recap_status_t recap_memcpy_to_device(int device, void *dst, const void *src, size_t bytes);
