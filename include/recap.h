@@ -803,7 +803,9 @@ typedef enum recap_region_state {
 RECAP_API recap_status_t recap_region_create(const recap_region_params_t *params,
                                              recap_region_h *region_p);
 /* Frees what the region holds in any state: a region released and never rebuilt drops its
- * stashed inputs here; removes its trigger and leaves its manager. */
+ * stashed inputs here; removes its trigger and leaves its manager. While record or rebuild runs
+ * the region's function, the lifecycle calls on that region (destroy, record, release, rebuild,
+ * finish, its manager's release and rebuild) return RECAP_ERR_STATE and change nothing. */
 RECAP_API recap_status_t recap_region_destroy(recap_region_h region);
 /* NEW -> RECORDED: snapshots the RNG state, runs fn(args) once without recording (the host's
  * set_recording) with recap_is_checkpointing true, then stashes the input buffers through the

@@ -80,10 +80,14 @@ static recap_status_t rebuild_outputs(recap_region_h r)
 
 recap_status_t recap__region_rebuild(recap_region_h r)
 {
-    recap_status_t st;
+    recap_status_t st = recap__region_not_running(r, "rebuild");
 
+    if (st != RECAP_OK)
+        return st;
     recap__nvtx_push(RECAP_NVTX_REBUILD);
+    r->running = 1;
     st = rebuild_outputs(r);
+    r->running = 0;
     recap__nvtx_pop();
     return st;
 }

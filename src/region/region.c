@@ -17,9 +17,21 @@ static const char *state_name(recap_region_state_t s)
     return (unsigned)s < 5 ? names[s] : "?";
 }
 
+recap_status_t recap__region_not_running(recap_region_h r, const char *what)
+{
+    if (!r->running)
+        return RECAP_OK;
+    return recap__fail(RECAP_ERR_STATE, "%s of a region from inside its own function (the region "
+                       "is running it; nothing changed)", what);
+}
+
 recap_status_t recap__region_expect(recap_region_h r, recap_region_state_t want,
                                     const char *what)
 {
+    recap_status_t st = recap__region_not_running(r, what);
+
+    if (st != RECAP_OK)
+        return st;
     if (r->state == want)
         return RECAP_OK;
     return recap__fail(RECAP_ERR_STATE, "%s of a %s region (needs %s)", what,
@@ -54,7 +66,12 @@ recap_status_t recap_region_create(const recap_region_params_t *params, recap_re
 
 recap_status_t recap_region_destroy(recap_region_h region)
 {
+    recap_status_t st;
+
     RECAP_CHECK_ARG(region != NULL, "region is NULL");
+    st = recap__region_not_running(region, "destroy");
+    if (st != RECAP_OK)
+        return st;
     recap__trigger_disarm(region->rec.ops, region->rec.host, &region->trigger);
     if (region->manager != NULL)
         recap__manager_forget(region->manager, region);
@@ -75,7 +92,9 @@ recap_status_t recap_region_record(recap_region_h region, recap_signature_h sig,
         st = recap__rec_prepare(&region->rec, sig, fn, args, nargs);
     if (st != RECAP_OK)
         return st;
+    region->running = 1;
     st = recap__rec_first(&region->rec);
+    region->running = 0;
     if (st == RECAP_OK && !region->rec.plain) {
         recap__region_note_outputs(region);
         recap__rec_buffers(&region->rec, bufs);

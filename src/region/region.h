@@ -97,7 +97,13 @@ struct recap_region {
      * an input; dup[j], the earlier output with output j's handle (-1: none). */
     uint32_t aliased;
     int8_t dup[RECAP_MAX_ARGS];
+    /* Set while record or rebuild runs the region's function: the function (or a trigger it
+     * fires) calling back into the region's lifecycle gets RECAP_ERR_STATE. */
+    int running;
 };
+
+/* RECAP_ERR_STATE naming `what` while r runs its function. */
+recap_status_t recap__region_not_running(recap_region_h r, const char *what);
 
 /* RECAP_ERR_STATE naming the states unless r is in `want`: lifecycle steps are one at a time
  * and forward only. */

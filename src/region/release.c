@@ -61,8 +61,10 @@ static recap_status_t release_outputs(recap_region_h r)
 
 recap_status_t recap__region_release(recap_region_h r)
 {
-    recap_status_t st;
+    recap_status_t st = recap__region_not_running(r, "release");
 
+    if (st != RECAP_OK)
+        return st;
     recap__nvtx_push(RECAP_NVTX_RELEASE);
     st = release_outputs(r);
     recap__nvtx_pop();
