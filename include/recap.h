@@ -930,7 +930,8 @@ RECAP_API recap_status_t recap_plain_host_create(int device, uint32_t flags,
                                                  recap_plain_host_h *host_p);
 /* RECAP_ERR_STATE (nothing freed) while buffers are live. */
 RECAP_API recap_status_t recap_plain_host_destroy(recap_plain_host_h host);
-/* The operations; pass the plain host as params.host. */
+/* The operations; pass the plain host as params.host (region, checkpoint and manager creation
+ * with these operations and anything but a live plain host: RECAP_ERR_INVALID_ARG). */
 RECAP_API recap_status_t recap_plain_host_ops(const recap_host_ops_t **ops_p);
 RECAP_API recap_status_t recap_plain_host_stats(recap_plain_host_h host,
                                                 recap_plain_stats_t *stats_p);

@@ -162,6 +162,39 @@ START_TEST(lifecycle_calls_from_inside_the_function_are_refused)
 }
 END_TEST
 
+/* recap's plain host operations with a host that is not a live plain host (NULL, or one
+ * destroyed) are refused at creation: every operation would dereference it (issue 20, defect 8:
+ * accepted, then record crashed). */
+START_TEST(plain_host_operations_need_a_live_plain_host)
+{
+    rr_rig_t rig;
+    recap_region_params_t p;
+    recap_region_h r = NULL;
+    recap_manager_h m = NULL;
+    recap_plain_host_h gone;
+
+    rr_rig_init(&rig, 0, 7);
+    p = rig.params;
+    p.host = NULL;
+    ck_assert_status(recap_region_create(&p, &r), RECAP_ERR_INVALID_ARG);
+    ck_assert_ptr_nonnull(strstr(recap_last_error(), "plain host"));
+    ck_assert_ptr_null(r);
+    ck_assert_status(recap_manager_create(rig.ops, NULL, &m), RECAP_ERR_INVALID_ARG);
+    ck_assert_ptr_null(m);
+    ck_assert_ok(recap_plain_host_create(RECAP_DEVICE_HOST, 0, &gone));
+    ck_assert_ok(recap_plain_host_destroy(gone));
+    p.host = gone;
+    ck_assert_status(recap_region_create(&p, &r), RECAP_ERR_INVALID_ARG);
+    ck_assert_status(recap_manager_create(rig.ops, gone, &m), RECAP_ERR_INVALID_ARG);
+    /* The live host works. */
+    ck_assert_ok(recap_region_create(&rig.params, &r));
+    ck_assert_ok(recap_region_destroy(r));
+    ck_assert_ok(recap_manager_create(rig.ops, rig.host, &m));
+    ck_assert_ok(recap_manager_destroy(m));
+    rr_rig_free(&rig);
+}
+END_TEST
+
 START_TEST(record_runs_once_without_recording_and_stashes_inputs)
 {
     probe_t p;
@@ -841,6 +874,7 @@ int main(void)
     tcase_add_test(tc, is_checkpointing_is_true_inside_nested_regions_only);
     tcase_add_test(tc, an_output_passed_twice_is_released_and_rebuilt_once);
     tcase_add_test(tc, lifecycle_calls_from_inside_the_function_are_refused);
+    tcase_add_test(tc, plain_host_operations_need_a_live_plain_host);
     suite_add_tcase(s, tc);
     return tu_run(s);
 }

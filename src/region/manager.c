@@ -10,14 +10,19 @@
 #include <string.h>
 
 #include "base/error.h"
+#include "region/plain.h"
 #include "region/region.h"
 
 recap_status_t recap_manager_create(const recap_host_ops_t *ops, void *host,
                                     recap_manager_h *mgr_p)
 {
     recap_manager_h m;
+    recap_status_t st;
 
     RECAP_CHECK_ARG(ops != NULL && mgr_p != NULL, "NULL argument");
+    st = recap__host_check(ops, host);
+    if (st != RECAP_OK)
+        return st;
     m = calloc(1, sizeof(*m));
     if (m == NULL)
         return recap__fail(RECAP_ERR_NO_MEMORY, "manager");

@@ -84,4 +84,8 @@ recap_status_t recap__ptrigger_remove(struct recap_plain_host *h, void *handle);
 void recap__ptrigger_orphan_locked(recap__pbuf_t *b);
 void recap__ptrigger_free_all(struct recap_plain_host *h);
 
+/* RECAP_ERR_INVALID_ARG when ops are recap's plain host operations and host is not a live plain
+ * host (NULL included: every operation would dereference it). */
+recap_status_t recap__host_check(const recap_host_ops_t *ops, const void *host);
+
 #endif
