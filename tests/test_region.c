@@ -181,6 +181,24 @@ START_TEST(plain_host_operations_need_a_live_plain_host)
     ck_assert_ptr_null(r);
     ck_assert_status(recap_manager_create(rig.ops, NULL, &m), RECAP_ERR_INVALID_ARG);
     ck_assert_ptr_null(m);
+    {
+        recap_signature_h sig = probe_sig();
+        recap_checkpoint_h c = NULL;
+        recap_value_t v[3];
+
+        v[0].buf = rr_fbuf(&rig, 4, 1, 1);
+        v[1].buf = rr_fbuf(&rig, 4, 1, 0);
+        v[2].u64 = 4;
+        nseen = 0;
+        ck_assert_status(recap_checkpoint_run(&p, sig, (recap_func_t)probe_fn, v, 3, &c),
+                         RECAP_ERR_INVALID_ARG);
+        ck_assert_ptr_nonnull(strstr(recap_last_error(), "plain host"));
+        ck_assert_ptr_null(c);
+        ck_assert_int_eq(nseen, 0);
+        ck_assert_ok(recap_plain_buffer_destroy(v[0].buf));
+        ck_assert_ok(recap_plain_buffer_destroy(v[1].buf));
+        ck_assert_ok(recap_signature_destroy(sig));
+    }
     ck_assert_ok(recap_plain_host_create(RECAP_DEVICE_HOST, 0, &gone));
     ck_assert_ok(recap_plain_host_destroy(gone));
     p.host = gone;
