@@ -46,10 +46,10 @@ typedef enum recap_status {
     RECAP_ERR_BUSY = -17             /* resource held by someone else (e.g. CUPTI) */
 } recap_status_t;
 
-/* Handles: a generator, tracker, snapshot, states object or plain host handed to a call after it
- * was destroyed (a double destroy included), or one that never came from recap, gets
- * RECAP_ERR_INVALID_ARG wherever recap can tell (its memory not yet reused by a new object of the
- * same kind); destroy tells without reading the object. */
+/* Handles: a generator, tracker, snapshot, states object, plain host, region, manager or
+ * checkpoint handed to a call after it was destroyed (a double destroy included), or one that
+ * never came from recap, gets RECAP_ERR_INVALID_ARG wherever recap can tell (its memory not yet
+ * reused by a new object of the same kind); destroy tells without reading the object. */
 
 /* (major << 16) | minor of the ABI this library implements. recap_version_string() is the
  * library's RECAP_VERSION_STRING (recap/version.h has the headers' own). */

@@ -215,6 +215,98 @@ START_TEST(forged_plain_host_is_an_invalid_argument)
 }
 END_TEST
 
+/* Regions, managers and checkpoints over a plain host. */
+static void plain_params(recap_plain_host_h *h, recap_region_params_t *p)
+{
+    const recap_host_ops_t *ops;
+
+    ck_assert_ok(recap_plain_host_create(RECAP_DEVICE_HOST, 0, h));
+    ck_assert_ok(recap_plain_host_ops(&ops));
+    memset(p, 0, sizeof(*p));
+    p->ops = ops;
+    p->host = *h;
+}
+
+static void ident_fn(const float *x, float *y, uint64_t n)
+{
+    uint64_t i;
+
+    for (i = 0; i < n; i++)
+        y[i] = x[i];
+}
+
+START_TEST(region_manager_checkpoint_destroyed_twice_are_invalid_arguments)
+{
+    static const recap_type_t t[] = {RECAP_TYPE_BUFFER, RECAP_TYPE_BUFFER_OUT, RECAP_TYPE_UINT64};
+    recap_region_params_t p;
+    recap_plain_host_h h;
+    recap_region_h r;
+    recap_manager_h m;
+    recap_checkpoint_h c;
+    recap_signature_h sig;
+    recap_value_t v[3];
+
+    plain_params(&h, &p);
+    ck_assert_ok(recap_region_create(&p, &r));
+    ck_assert_ok(recap_region_destroy(r));
+    ck_assert_status(recap_region_destroy(r), RECAP_ERR_INVALID_ARG);
+    assert_not_live();
+    ck_assert_ok(recap_manager_create(p.ops, h, &m));
+    ck_assert_ok(recap_manager_destroy(m));
+    ck_assert_status(recap_manager_destroy(m), RECAP_ERR_INVALID_ARG);
+    assert_not_live();
+    /* A region given a destroyed manager is refused. */
+    p.manager = m;
+    r = NULL;
+    ck_assert_status(recap_region_create(&p, &r), RECAP_ERR_INVALID_ARG);
+    ck_assert_ptr_null(r);
+    p.manager = NULL;
+    ck_assert_ok(recap_signature_create(RECAP_TYPE_VOID, t, 3, &sig));
+    ck_assert_ok(recap_plain_buffer_create(h, 16, 1, &v[0].buf));
+    ck_assert_ok(recap_plain_buffer_create(h, 16, 1, &v[1].buf));
+    v[2].u64 = 4;
+    ck_assert_ok(recap_checkpoint_run(&p, sig, (recap_func_t)ident_fn, v, 3, &c));
+    ck_assert_ok(recap_checkpoint_destroy(c));
+    ck_assert_status(recap_checkpoint_destroy(c), RECAP_ERR_INVALID_ARG);
+    assert_not_live();
+    ck_assert_ok(recap_plain_buffer_destroy(v[0].buf));
+    ck_assert_ok(recap_plain_buffer_destroy(v[1].buf));
+    ck_assert_ok(recap_signature_destroy(sig));
+    ck_assert_ok(recap_plain_host_destroy(h));
+}
+END_TEST
+
+START_TEST(forged_region_manager_checkpoint_are_invalid_arguments)
+{
+    uint64_t buf[FORGED_BYTES / sizeof(uint64_t)];
+    void *f = forged(_i, buf);
+    recap_region_state_t state = RECAP_REGION_DONE;
+    recap_buffer_t out[1] = {NULL};
+    recap_value_t val;
+    size_t n = 99;
+
+    ck_assert_status(recap_region_state((recap_region_h)f, &state), RECAP_ERR_INVALID_ARG);
+    assert_not_live();
+    ck_assert_int_eq(state, RECAP_REGION_DONE);
+    ck_assert_status(recap_region_record((recap_region_h)f, NULL, NULL, NULL, 0),
+                     RECAP_ERR_INVALID_ARG);
+    ck_assert_status(recap_region_release((recap_region_h)f, NULL), RECAP_ERR_INVALID_ARG);
+    ck_assert_status(recap_region_rebuild((recap_region_h)f), RECAP_ERR_INVALID_ARG);
+    ck_assert_status(recap_region_finish((recap_region_h)f), RECAP_ERR_INVALID_ARG);
+    ck_assert_status(recap_region_destroy((recap_region_h)f), RECAP_ERR_INVALID_ARG);
+    ck_assert_status(recap_manager_count((recap_manager_h)f, &n), RECAP_ERR_INVALID_ARG);
+    ck_assert_uint_eq(n, 99);
+    ck_assert_status(recap_manager_release((recap_manager_h)f, NULL), RECAP_ERR_INVALID_ARG);
+    ck_assert_status(recap_manager_destroy((recap_manager_h)f), RECAP_ERR_INVALID_ARG);
+    ck_assert_status(recap_checkpoint_backward((recap_checkpoint_h)f, out, 1),
+                     RECAP_ERR_INVALID_ARG);
+    ck_assert_status(recap_checkpoint_return_value((recap_checkpoint_h)f, &val),
+                     RECAP_ERR_INVALID_ARG);
+    ck_assert_status(recap_checkpoint_destroy((recap_checkpoint_h)f), RECAP_ERR_INVALID_ARG);
+    assert_not_live();
+}
+END_TEST
+
 /* A handle of one kind passed as another (through a cast) is not mistaken for it. */
 START_TEST(handle_of_another_kind_is_an_invalid_argument)
 {
@@ -253,6 +345,8 @@ int main(void)
     tcase_add_loop_test(tc, forged_states_is_an_invalid_argument, 0, 2);
     tcase_add_test(tc, plain_host_destroyed_twice_is_an_invalid_argument);
     tcase_add_loop_test(tc, forged_plain_host_is_an_invalid_argument, 0, 2);
+    tcase_add_test(tc, region_manager_checkpoint_destroyed_twice_are_invalid_arguments);
+    tcase_add_loop_test(tc, forged_region_manager_checkpoint_are_invalid_arguments, 0, 2);
     tcase_add_test(tc, handle_of_another_kind_is_an_invalid_argument);
     suite_add_tcase(s, tc);
     return tu_run(s);

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * Handle validity. Each public object starts with a magic number of its kind, poisoned when the
+ * Handle validity. Each public object (generator, tracker, snapshot, states object, plain host,
+ * region, manager, checkpoint) starts with a magic number of its kind, poisoned when the
  * object is destroyed, so an entry point handed a forged handle, or one whose object is gone and
  * whose memory has not been reused, fails with RECAP_ERR_INVALID_ARG instead of taking a lock
  * that was never initialized (a spin forever) or following garbage pointers. The check is one
@@ -24,6 +25,9 @@
 #define RECAP_MAGIC_SNAPSHOT 0x50414e53u   /* "SNAP" */
 #define RECAP_MAGIC_STATES 0x54415453u     /* "STAT" */
 #define RECAP_MAGIC_PLAIN_HOST 0x54534f48u /* "HOST" */
+#define RECAP_MAGIC_REGION 0x4e474552u     /* "REGN" */
+#define RECAP_MAGIC_MANAGER 0x5247414du    /* "MAGR" */
+#define RECAP_MAGIC_CHECKPOINT 0x54504b43u /* "CKPT" */
 #define RECAP_MAGIC_DEAD 0x44414544u       /* "DEAD": written by destroy */
 
 /* Records a new object of kind `magic` as live; RECAP_ERR_NO_MEMORY (nothing recorded) when the
