@@ -105,9 +105,9 @@ static recap_status_t fill(recap_generator_h gen, recap_stream_t stream, void *b
     recap_fill_params_t p = {0};
     recap_status_t st;
 
-    RECAP_CHECK_ARG(gen != NULL && gen->magic == RECAP_MAGIC_GENERATOR, "%s: generator %p is %s",
-                    k->what, (void *)gen, gen == NULL ? "NULL" : "not live (destroyed, or never "
-                    "created)");
+    RECAP_CHECK_ARG(gen != NULL, "%s: generator is NULL", k->what);
+    RECAP_CHECK_ARG(gen->magic == RECAP_MAGIC_GENERATOR, "%s: generator handle %p is not live "
+                    "(destroyed, or never created)", k->what, (void *)gen);
     RECAP_CHECK_ARG(buf != NULL, "%s: buffer is NULL", k->what);
     RECAP_CHECK_ARG(n > 0, "%s: zero-length fill", k->what);
     RECAP_CHECK_ARG(n <= FILL_MAX_BYTES / k->elem_size, "%s: %zu elements (%s) cannot be a "
