@@ -73,6 +73,25 @@ START_TEST(forged_generator_is_an_invalid_argument)
 }
 END_TEST
 
+/* A tracker given a destroyed generator is refused without reading it (ASan checks). */
+START_TEST(tracker_on_a_destroyed_generator_is_an_invalid_argument)
+{
+    recap_tracker_params_t p = {.device = RECAP_DEVICE_HOST};
+    recap_tracker_h t = NULL;
+    recap_generator_h g;
+
+    ck_assert_ok(recap_generator_create(RECAP_DEVICE_HOST, &g));
+    ck_assert_ok(recap_generator_destroy(g));
+    p.generator = g;
+    ck_assert_status(recap_tracker_create(&p, &t), RECAP_ERR_INVALID_ARG);
+    ck_assert_ptr_null(t);
+    p.generator = NULL;
+    p.host_generator = g;
+    ck_assert_status(recap_tracker_create(&p, &t), RECAP_ERR_INVALID_ARG);
+    ck_assert_ptr_null(t);
+}
+END_TEST
+
 START_TEST(tracker_destroyed_twice_is_an_invalid_argument)
 {
     recap_tracker_params_t p = {.device = RECAP_DEVICE_HOST};
@@ -338,6 +357,7 @@ int main(void)
     tcase_add_test(tc, generator_destroyed_twice_is_an_invalid_argument);
     tcase_add_loop_test(tc, forged_generator_is_an_invalid_argument, 0, 2);
     tcase_add_test(tc, tracker_destroyed_twice_is_an_invalid_argument);
+    tcase_add_test(tc, tracker_on_a_destroyed_generator_is_an_invalid_argument);
     tcase_add_loop_test(tc, forged_tracker_is_an_invalid_argument, 0, 2);
     tcase_add_test(tc, snapshot_destroyed_twice_is_an_invalid_argument);
     tcase_add_loop_test(tc, forged_snapshot_is_an_invalid_argument, 0, 2);

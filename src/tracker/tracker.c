@@ -115,11 +115,12 @@ recap_status_t recap_tracker_create(const recap_tracker_params_t *params, recap_
     RECAP_CHECK_ARG((params->flags & ~(uint32_t)(RECAP_TRACKER_GRAPH_SAFE |
                                                  RECAP_TRACKER_INFERENCE)) == 0,
                     "unknown tracker flags 0x%x", (unsigned)params->flags);
+    /* The set of live handles, not the magic: a destroyed generator's memory is not read. */
     RECAP_CHECK_ARG(params->generator == NULL ||
-                    params->generator->magic == RECAP_MAGIC_GENERATOR,
+                    recap__handle_live(params->generator, RECAP_MAGIC_GENERATOR),
                     "params.generator %p is not a live generator", (void *)params->generator);
     RECAP_CHECK_ARG(params->host_generator == NULL ||
-                    params->host_generator->magic == RECAP_MAGIC_GENERATOR,
+                    recap__handle_live(params->host_generator, RECAP_MAGIC_GENERATOR),
                     "params.host_generator %p is not a live generator",
                     (void *)params->host_generator);
     RECAP_CHECK_ARG(params->generator == NULL || params->generator->fw == NULL ||
