@@ -46,6 +46,11 @@ typedef enum recap_status {
     RECAP_ERR_BUSY = -17             /* resource held by someone else (e.g. CUPTI) */
 } recap_status_t;
 
+/* Handles: a generator, tracker, snapshot, states object, plain host, region, manager or
+ * checkpoint handed to a call after it was destroyed (a double destroy included), or one that
+ * never came from recap, gets RECAP_ERR_INVALID_ARG wherever recap can tell (its memory not yet
+ * reused by a new object of the same kind); destroy tells without reading the object. */
+
 /* (major << 16) | minor of the ABI this library implements. recap_version_string() is the
  * library's RECAP_VERSION_STRING (recap/version.h has the headers' own). */
 RECAP_API int recap_abi_version(void);
@@ -68,8 +73,12 @@ RECAP_API recap_status_t recap_device_info(int device, char *name, size_t name_l
 typedef void *recap_stream_t;
 
 /* Device memory through the driver, in the device's primary context: for hosts without an
- * allocator of their own (the plain-C host operations), tools and tests. Copies are
- * synchronous. */
+ * allocator of their own (the plain-C host operations), tools and tests. Copies are synchronous
+ * and complete when they return: the bytes are in place for any work launched afterwards, on
+ * recap's streams (non-blocking) too; a copy to the device from pageable memory is not left
+ * running behind the call as a plain cuMemcpyHtoD may be. They start after the legacy stream's
+ * earlier work, not after earlier work on non-blocking streams: synchronize the stream that
+ * produced or still reads the memory first. */
 RECAP_API recap_status_t recap_device_alloc(int device, size_t bytes, void **ptr_p);
 RECAP_API recap_status_t recap_device_free(int device, void *ptr);
 RECAP_API recap_status_t recap_memcpy_to_device(int device, void *dst, const void *src, size_t bytes);
@@ -117,16 +126,20 @@ RECAP_API recap_status_t recap_generator_set_state(recap_generator_h gen,
  * layout; pass them to recap_philox_unpack in the kernel) and advances the offset by
  * round_up(n, 4). When `stream` is capturing, the arguments point at the generator's device
  * slot and the offset relative to the capture advances instead. RECAP_ERR_NOT_REGISTERED when
- * the stream captures but recap was not told of the capture or the generator was not primed. */
+ * the stream captures but recap was not told of the capture or the generator was not primed;
+ * RECAP_ERR_WRONG_DEVICE for a stream of another device than the generator's. */
 RECAP_API recap_status_t recap_generator_reserve(recap_generator_h gen, recap_stream_t stream,
                                                  uint64_t n, recap_philox_args_t *args_p);
 
 /*
  * Bulk fills. The words equal cuRAND's curandGenerate (PHILOX4_32_10, default ordering) with the
  * generator's seed and generator offset 65536 * offset; floats equal curandGenerateUniform and
- * doubles curandGenerateUniformDouble. The offset advances by 4 * ceil(words / 262144).
+ * doubles curandGenerateUniformDouble. The offset advances by 4 * ceil(n / 262144) for n words
+ * or floats and by 8 * ceil(n / 262144) for n doubles (each takes two words).
  * Host generators fill host memory (stream ignored, must be NULL); device generators fill device
- * memory of their device, asynchronously on `stream`. n = 0 is an error.
+ * memory of their device, asynchronously on `stream` (RECAP_ERR_WRONG_DEVICE for a stream of
+ * another device). n = 0 is an error, and so is an n whose bytes exceed 2^57 (no address space
+ * holds them).
  */
 RECAP_API recap_status_t recap_generator_fill_u32(recap_generator_h gen, recap_stream_t stream,
                                         uint32_t *buf, size_t n);
@@ -295,6 +308,8 @@ RECAP_API recap_status_t recap_stream_destroy(recap_stream_t stream);
 RECAP_API recap_status_t recap_stream_synchronize(recap_stream_t stream);
 RECAP_API recap_status_t recap_stream_begin_capture(recap_stream_t stream, recap_capture_mode_t mode);
 RECAP_API recap_status_t recap_stream_end_capture(recap_stream_t stream, recap_graph_t *graph_p);
+/* Fails (RECAP_ERR_NO_MEMORY, the exec destroyed) when recap cannot record the exec's RNG
+ * bookkeeping: its launches would not advance the generators. */
 RECAP_API recap_status_t recap_graph_instantiate(recap_graph_t graph, recap_graph_exec_t *exec_p);
 RECAP_API recap_status_t recap_graph_clone(recap_graph_t graph, recap_graph_t *clone_p);
 RECAP_API recap_status_t recap_graph_launch(recap_graph_exec_t exec, recap_stream_t stream);
@@ -445,8 +460,9 @@ typedef struct recap_tracker_params {
 } recap_tracker_params_t;
 
 RECAP_API recap_status_t recap_tracker_create(const recap_tracker_params_t *params, recap_tracker_h *tracker_p);
-/* RECAP_ERR_STATE while forks are open (the tracker's generator would keep a named state). An
- * owned generator (params.generator NULL) is destroyed with the tracker. */
+/* RECAP_ERR_STATE while forks are open (the tracker's generator would keep a named state), and
+ * for the default tracker (replace it with recap_default_tracker_initialize and force_reset).
+ * An owned generator (params.generator NULL) is destroyed with the tracker. */
 RECAP_API recap_status_t recap_tracker_destroy(recap_tracker_h tracker);
 /* Empties the states and used seeds, marks the tracker uninitialized, current = default.
  * RECAP_ERR_STATE while forks are open. */
@@ -461,7 +477,10 @@ RECAP_API recap_status_t recap_tracker_add(recap_tracker_h tracker, const char *
 /* Installs the named state in the tracker's generator until the matching unfork; an outer
  * fork's progress is kept, and nested forks (A, B, A again) draw exactly what the same forks
  * one after the other would. RECAP_ERR_NOT_FOUND for a name never added. Value mode copies
- * 16-byte values; graph-safe mode installs the state object itself. */
+ * 16-byte values; graph-safe mode installs the state object itself.
+ * Trackers may share a generator (params.generator) one after the other, not interleaved: while
+ * one tracker has a fork open on the generator, another tracker's fork returns RECAP_ERR_STATE
+ * and changes nothing (its unfork would put the wrong state back). */
 RECAP_API recap_status_t recap_tracker_fork(recap_tracker_h tracker, const char *name,
                                   recap_fork_token_t *token_p);
 /* Ends the innermost fork: the advanced state goes back under its name and the outer state is
@@ -588,9 +607,10 @@ RECAP_API recap_status_t recap_snapshot_restore(recap_tracker_h tracker, recap_s
  * buf is too small. */
 RECAP_API recap_status_t recap_snapshot_serialize(recap_snapshot_h snap, void *buf, size_t cap,
                                         size_t *len_p);
-/* Parses and validates a whole blob into snap; RECAP_ERR_VERSION for another format version,
- * RECAP_ERR_CORRUPT for damaged or truncated data (bad magic, length, checksum, names, offsets
- * not multiples of 4), and snap is left unchanged on any error. Restore it to apply it. */
+/* Parses and validates a whole blob into snap; RECAP_ERR_CORRUPT for damaged or truncated data
+ * (bad magic, length, checksum, names, offsets not multiples of 4; checked before the version,
+ * so a damaged version field is corrupt too), RECAP_ERR_VERSION for an intact blob of another
+ * format version, and snap is left unchanged on any error. Restore it to apply it. */
 RECAP_API recap_status_t recap_snapshot_deserialize(const void *buf, size_t len, recap_snapshot_h snap);
 
 /* ---------------------------------------------------------------- diagnostics (recap-probe) */
@@ -807,7 +827,9 @@ typedef enum recap_region_state {
 RECAP_API recap_status_t recap_region_create(const recap_region_params_t *params,
                                              recap_region_h *region_p);
 /* Frees what the region holds in any state: a region released and never rebuilt drops its
- * stashed inputs here; removes its trigger and leaves its manager. */
+ * stashed inputs here; removes its trigger and leaves its manager. While record or rebuild runs
+ * the region's function, the lifecycle calls on that region (destroy, record, release, rebuild,
+ * finish, its manager's release and rebuild) return RECAP_ERR_STATE and change nothing. */
 RECAP_API recap_status_t recap_region_destroy(recap_region_h region);
 /* NEW -> RECORDED: snapshots the RNG state, runs fn(args) once without recording (the host's
  * set_recording) with recap_is_checkpointing true, then stashes the input buffers through the
@@ -932,7 +954,8 @@ RECAP_API recap_status_t recap_plain_host_create(int device, uint32_t flags,
                                                  recap_plain_host_h *host_p);
 /* RECAP_ERR_STATE (nothing freed) while buffers are live. */
 RECAP_API recap_status_t recap_plain_host_destroy(recap_plain_host_h host);
-/* The operations; pass the plain host as params.host. */
+/* The operations; pass the plain host as params.host (region, checkpoint and manager creation
+ * with these operations and anything but a live plain host: RECAP_ERR_INVALID_ARG). */
 RECAP_API recap_status_t recap_plain_host_ops(const recap_host_ops_t **ops_p);
 RECAP_API recap_status_t recap_plain_host_stats(recap_plain_host_h host,
                                                 recap_plain_stats_t *stats_p);

@@ -3,10 +3,37 @@
  * Device generators through the driver: in CI against the CUDA test double, on the GPU machine
  * (scripts/gpu-check, RECAP_CUDA_DRIVER empty) against the real driver. Same assertions.
  */
+#include <dlfcn.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "fill_cases.h"
+
+/* A function of the CUDA test double; NULL against a real driver. */
+static void *double_fn(const char *name)
+{
+    const char *path = getenv("RECAP_CUDA_DRIVER");
+    void *lib, *fn;
+    int n;
+
+    ck_assert_ok(recap_device_count(&n));
+    if (path == NULL || *path == '\0')
+        return NULL;
+    lib = dlopen(path, RTLD_NOW | RTLD_NOLOAD);
+    if (lib == NULL)
+        return NULL;
+    fn = dlsym(lib, name);
+    dlclose(lib);
+    return fn;
+}
+
+/* Whether the suite runs against the real driver (RECAP_CUDA_DRIVER empty or unset). */
+static int real_driver(void)
+{
+    const char *path = getenv("RECAP_CUDA_DRIVER");
+
+    return path == NULL || *path == '\0';
+}
 
 static int device_count(void)
 {
@@ -67,6 +94,82 @@ START_TEST(device_fill_rejects_buffer_of_other_device)
     ck_assert_status(recap_generator_fill_u32(g, NULL, buf, 64), RECAP_ERR_WRONG_DEVICE);
     ck_assert_ok(recap_generator_destroy(g));
     ck_assert_ok(recap_device_free(1, buf));
+}
+END_TEST
+
+/* A device-1 generator given a device-0 stream: refused, the offset unmoved (issue 20,
+ * defect 14); its own device's stream works. */
+START_TEST(stream_of_another_device_is_wrong_device)
+{
+    recap_generator_h g;
+    recap_philox_args_t a;
+    recap_stream_t s0, s1;
+    uint64_t offset = 99;
+    void *buf;
+
+    if (device_count() < 2)
+        return; /* the GPU machine has one device; CI's double has two and runs this */
+    ck_assert_ok(recap_generator_create(1, &g));
+    ck_assert_ok(recap_stream_create(0, &s0));
+    ck_assert_ok(recap_stream_create(1, &s1));
+    ck_assert_ok(recap_device_alloc(1, 256, &buf));
+    ck_assert_status(recap_generator_reserve(g, s0, 4, &a), RECAP_ERR_WRONG_DEVICE);
+    ck_assert_ptr_nonnull(strstr(recap_last_error(), "device 0"));
+    ck_assert_status(recap_generator_fill_u32(g, s0, buf, 64), RECAP_ERR_WRONG_DEVICE);
+    ck_assert_ok(recap_generator_offset(g, &offset));
+    ck_assert_uint_eq(offset, 0);
+    ck_assert_ok(recap_generator_reserve(g, s1, 4, &a));
+    ck_assert_uint_eq(a.offset, 0);
+    ck_assert_ok(recap_generator_fill_u32(g, s1, buf, 64));
+    ck_assert_ok(recap_stream_synchronize(s1));
+    ck_assert_ok(recap_generator_offset(g, &offset));
+    ck_assert_uint_eq(offset, 8);
+    ck_assert_ok(recap_device_free(1, buf));
+    ck_assert_ok(recap_stream_destroy(s0));
+    ck_assert_ok(recap_stream_destroy(s1));
+    ck_assert_ok(recap_generator_destroy(g));
+}
+END_TEST
+
+/* recap_memcpy_to_device returns with the bytes in place: a fill launched right after on a
+ * recap stream is not overwritten by the tail of the copy. The double stages synchronous copies
+ * to the device until the next synchronization, as a pageable copy's DMA may run late on a real
+ * device (issue 20, defect 12: fills after a sentinel copy differed in their last elements). */
+START_TEST(copy_to_device_is_complete_before_a_following_fill)
+{
+    void (*defer)(int) = (void (*)(int))double_fn("recap_double_defer_sync_copies");
+    size_t n = 4096, i;
+    uint32_t *sentinel = malloc(n * 4), *got = malloc(n * 4), *ref = malloc(n * 4);
+    recap_generator_h dg, hg;
+    recap_stream_t s;
+    void *buf;
+
+    ck_assert(sentinel != NULL && got != NULL && ref != NULL);
+    for (i = 0; i < n; i++)
+        sentinel[i] = 0xa5a5a5a5u;
+    ck_assert_ok(recap_generator_create(0, &dg));
+    ck_assert_ok(recap_generator_create(RECAP_DEVICE_HOST, &hg));
+    ck_assert_ok(recap_stream_create(0, &s));
+    ck_assert_ok(recap_device_alloc(0, n * 4, &buf));
+    /* The double has it (an older double would make this test pass without trying). */
+    ck_assert(defer != NULL || real_driver());
+    if (defer != NULL)
+        defer(1);
+    ck_assert_ok(recap_memcpy_to_device(0, buf, sentinel, n * 4));
+    ck_assert_ok(recap_generator_fill_u32(dg, s, buf, n));
+    ck_assert_ok(recap_stream_synchronize(s));
+    ck_assert_ok(recap_memcpy_to_host(0, got, buf, n * 4));
+    if (defer != NULL)
+        defer(0);
+    ck_assert_ok(recap_generator_fill_u32(hg, NULL, ref, n));
+    ck_assert_mem_eq(got, ref, n * 4);
+    ck_assert_ok(recap_device_free(0, buf));
+    ck_assert_ok(recap_stream_destroy(s));
+    ck_assert_ok(recap_generator_destroy(dg));
+    ck_assert_ok(recap_generator_destroy(hg));
+    free(sentinel);
+    free(got);
+    free(ref);
 }
 END_TEST
 
@@ -229,6 +332,8 @@ int main(void)
     tcase_add_test(tc, generator_on_missing_device_is_rejected);
     tcase_add_test(tc, device_fill_rejects_host_memory);
     tcase_add_test(tc, device_fill_rejects_buffer_of_other_device);
+    tcase_add_test(tc, stream_of_another_device_is_wrong_device);
+    tcase_add_test(tc, copy_to_device_is_complete_before_a_following_fill);
     tcase_add_test(tc, host_generator_takes_no_stream);
     tcase_add_test(tc, device_fill_writes_pinned_host_memory);
     tcase_add_test(tc, stream_ordered_copies_and_host_functions_run_eagerly_and_replay_in_graphs);

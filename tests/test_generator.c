@@ -2,6 +2,7 @@
 /* Generator state, reservation and the error plumbing of the ABI. */
 #include "config.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 #include "testutil.h"
@@ -101,6 +102,57 @@ START_TEST(reserve_that_would_wrap_is_rejected)
 }
 END_TEST
 
+/* A count no buffer can hold is refused before anything is written or drawn (issue 20,
+ * defect 14: SIZE_MAX / 8 words were accepted). */
+START_TEST(fill_of_more_than_any_address_space_is_rejected)
+{
+    recap_generator_h g;
+    uint32_t w[4];
+    double d[2];
+    uint64_t offset = 1;
+
+    ck_assert_ok(recap_generator_create(RECAP_DEVICE_HOST, &g));
+    ck_assert_status(recap_generator_fill_u32(g, NULL, w, SIZE_MAX / 8), RECAP_ERR_INVALID_ARG);
+    ck_assert_status(recap_generator_fill_u32(g, NULL, w, ((size_t)1 << 55) + 1),
+                     RECAP_ERR_INVALID_ARG);
+    ck_assert_status(recap_generator_fill_uniform(g, NULL, (float *)w, SIZE_MAX / 4),
+                     RECAP_ERR_INVALID_ARG);
+    ck_assert_status(recap_generator_fill_uniform_double(g, NULL, d, ((size_t)1 << 54) + 1),
+                     RECAP_ERR_INVALID_ARG);
+    ck_assert_ok(recap_generator_offset(g, &offset));
+    ck_assert_uint_eq(offset, 0);
+    ck_assert_ok(recap_generator_destroy(g));
+}
+END_TEST
+
+/* What recap.h says a fill advances: 4 * ceil(n / 262144) for words and floats, 8 * ceil(n /
+ * 262144) for doubles. */
+START_TEST(fill_advances_the_offset_as_documented)
+{
+    size_t n = 262144 + 1;
+    void *buf = malloc(n * sizeof(double));
+    recap_generator_h g;
+    uint64_t offset;
+
+    ck_assert_ptr_nonnull(buf);
+    ck_assert_ok(recap_generator_create(RECAP_DEVICE_HOST, &g));
+    ck_assert_ok(recap_generator_fill_u32(g, NULL, buf, n));
+    ck_assert_ok(recap_generator_offset(g, &offset));
+    ck_assert_uint_eq(offset, 8);
+    ck_assert_ok(recap_generator_fill_uniform(g, NULL, buf, 262144));
+    ck_assert_ok(recap_generator_offset(g, &offset));
+    ck_assert_uint_eq(offset, 12);
+    ck_assert_ok(recap_generator_fill_uniform_double(g, NULL, buf, n));
+    ck_assert_ok(recap_generator_offset(g, &offset));
+    ck_assert_uint_eq(offset, 12 + 16);
+    ck_assert_ok(recap_generator_fill_uniform_double(g, NULL, buf, 1));
+    ck_assert_ok(recap_generator_offset(g, &offset));
+    ck_assert_uint_eq(offset, 12 + 16 + 8);
+    ck_assert_ok(recap_generator_destroy(g));
+    free(buf);
+}
+END_TEST
+
 START_TEST(manual_seed_resets_offset)
 {
     recap_generator_h g;
@@ -171,6 +223,8 @@ int main(void)
     tcase_add_test(tc, reserve_advances_by_rounded_count);
     tcase_add_test(tc, reserve_that_would_wrap_is_rejected);
     tcase_add_test(tc, manual_seed_resets_offset);
+    tcase_add_test(tc, fill_of_more_than_any_address_space_is_rejected);
+    tcase_add_test(tc, fill_advances_the_offset_as_documented);
     tcase_add_test(tc, null_arguments_get_a_status_and_message);
     tcase_add_test(tc, every_status_has_a_distinct_text);
     suite_add_tcase(s, tc);

@@ -518,7 +518,10 @@ END_TEST
 START_TEST(bad_usage_exits_2)
 {
     static const char *const bad[] = {"--no-such-option", "--check", "stray-argument", "-x",
-                                      "--run", "--check philox --run -- true"};
+                                      "--run", "--check philox --run -- true",
+                                      /* empty check names: ran nothing and exited 0 */
+                                      "--check ,,,", "--check philox,", "--check ,philox",
+                                      "--check philox,,replay"};
     size_t i;
     int status;
 
@@ -883,6 +886,61 @@ START_TEST(run_exits_with_the_command_status)
 }
 END_TEST
 
+/* The report is the last line, whole, even after a command whose output lacks a final
+ * newline: on a pipe and in a file; a file whose output ends a line gets no blank line. */
+START_TEST(run_json_is_the_last_line_after_output_without_a_newline)
+{
+    static const char *const how[] = {"", "> \"$f\"; cat \"$f\""};
+    char cmd[1024];
+    const char *last;
+    json_t *doc;
+    char *out;
+    size_t i;
+    int status;
+
+    for (i = 0; i < sizeof(how) / sizeof(how[0]); i++) {
+        snprintf(cmd, sizeof(cmd), "f=$(mktemp); RECAP_PROBE_PYTHON_TIMEOUT=0 %s --json --run -- "
+                 "sh -c 'printf abc' %s; rm -f \"$f\"", tool(), how[i]);
+        out = tu_shell(cmd, &status);
+        ck_assert_int_eq(status, 0);
+        ck_assert_msg(strncmp(out, "abc\n{", 5) == 0, "%s", out);
+        last = strstr(out, "\n{");
+        ck_assert_ptr_nonnull(last);
+        doc = json_parse(last + 1);
+        ck_assert_msg(doc != NULL && doc->type == J_OBJ, "last line is not JSON:\n%s", out);
+        ck_assert_int_eq((int)jnum(doc, "exit_status"), 0);
+        jfree(doc);
+        free(out);
+    }
+    snprintf(cmd, sizeof(cmd), "f=$(mktemp); %s --json --run -- sh -c 'echo abc' > \"$f\"; "
+             "cat \"$f\"; rm -f \"$f\"", tool());
+    out = tu_shell(cmd, &status);
+    ck_assert_msg(strncmp(out, "abc\n{", 5) == 0, "%s", out);
+    free(out);
+}
+END_TEST
+
+/* Output that cannot be written fails the tool (it exited 0 with the report lost). */
+START_TEST(write_error_exits_1)
+{
+    char cmd[1024];
+    char *out;
+    int status;
+
+    snprintf(cmd, sizeof(cmd), "%s RECAP_PROBE_PYTHON_TIMEOUT=0 %s --json --check philox "
+             "2>&1 >/dev/full; echo \"status $?\"", NO_DRIVER, tool());
+    out = tu_shell(cmd, &status);
+    ck_assert_msg(strstr(out, "cannot write") != NULL, "%s", out);
+    ck_assert_msg(strstr(out, "status 1") != NULL, "%s", out);
+    free(out);
+    snprintf(cmd, sizeof(cmd), "%s RECAP_PROBE_PYTHON_TIMEOUT=0 %s --check philox >/dev/full "
+             "2>/dev/null; echo \"status $?\"", NO_DRIVER, tool());
+    out = tu_shell(cmd, &status);
+    ck_assert_msg(strstr(out, "status 1") != NULL, "%s", out);
+    free(out);
+}
+END_TEST
+
 /* The command sees librecap first in LD_PRELOAD, before what was there, and a report path. */
 START_TEST(run_preloads_recap_before_existing_preloads)
 {
@@ -1155,6 +1213,7 @@ int main(void)
     tcase_add_test(tc, forced_philox_failure_exits_1);
     tcase_add_test(tc, unknown_check_exits_2_naming_the_checks);
     tcase_add_test(tc, bad_usage_exits_2);
+    tcase_add_test(tc, write_error_exits_1);
     tcase_add_test(tc, help_exits_0_and_describes_every_check);
     tcase_add_test(tc, man_page_has_the_sections_options_and_checks_of_help);
     tcase_add_test(tc, json_has_a_schema_and_the_facts_as_values_without_driver);
@@ -1172,6 +1231,7 @@ int main(void)
      * (scripts/ci-sanitize sets RECAP_TEST_NO_PRELOAD), whose runtime must come first. */
     if (getenv("RECAP_TEST_NO_PRELOAD") == NULL) {
         tcase_add_test(tc, run_exits_with_the_command_status);
+        tcase_add_test(tc, run_json_is_the_last_line_after_output_without_a_newline);
         tcase_add_test(tc, run_preloads_recap_before_existing_preloads);
         tcase_add_test(tc, run_reports_what_recap_saw);
         tcase_add_test(tc, run_of_several_processes_reports_them_together);

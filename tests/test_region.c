@@ -102,6 +102,117 @@ static void assert_state(recap_region_h r, recap_region_state_t want)
     ck_assert_int_eq(s, want);
 }
 
+/* A function calling back into its own region's lifecycle: record, release, rebuild, finish and
+ * destroy from inside get RECAP_ERR_STATE and change nothing; the outer call completes (issue 20,
+ * defect 7: the nested record was accepted, saved the inputs twice and leaked; a destroy from
+ * inside was a use-after-free). */
+static probe_t *reenter_probe;
+static recap_status_t reenter_st[5];
+static int reenter_runs;
+
+static void reenter_fn(const float *x, float *y, uint64_t n)
+{
+    probe_t *p = reenter_probe;
+
+    reenter_runs++;
+    reenter_st[0] = recap_region_record(p->r, p->sig, (recap_func_t)probe_fn, p->v, 3);
+    reenter_st[1] = recap_region_release(p->r, NULL);
+    reenter_st[2] = recap_region_rebuild(p->r);
+    reenter_st[3] = recap_region_finish(p->r);
+    reenter_st[4] = recap_region_destroy(p->r);
+    probe_fn(x, y, n);
+}
+
+static void assert_reentry_refused(void)
+{
+    int k;
+
+    for (k = 0; k < 5; k++) {
+        ck_assert_msg(reenter_st[k] == RECAP_ERR_STATE, "call %d from inside returned %d", k,
+                      reenter_st[k]);
+        reenter_st[k] = RECAP_OK;
+    }
+}
+
+START_TEST(lifecycle_calls_from_inside_the_function_are_refused)
+{
+    probe_t p;
+
+    probe_init(&p, 0, 1);
+    reenter_probe = &p;
+    ck_assert_ok(recap_region_record(p.r, p.sig, (recap_func_t)reenter_fn, p.v, 3));
+    ck_assert_int_eq(reenter_runs, 1);
+    ck_assert_int_eq(nseen, 1); /* the nested record ran nothing */
+    assert_reentry_refused();
+    ck_assert_ptr_nonnull(strstr(recap_last_error(), "inside its own function"));
+    assert_state(p.r, RECAP_REGION_RECORDED);
+    ck_assert_uint_eq(rr_stats(&p.rig).saves, 1);
+    assert_probe_output(&p);
+
+    ck_assert_ok(recap_region_release(p.r, NULL));
+    ck_assert_ptr_null(rr_data(p.y));
+    ck_assert_ok(recap_region_rebuild(p.r));
+    ck_assert_int_eq(reenter_runs, 2);
+    assert_reentry_refused();
+    assert_state(p.r, RECAP_REGION_REBUILT);
+    ck_assert_uint_eq(rr_stats(&p.rig).loads, 1);
+    assert_probe_output(&p);
+    ck_assert_ok(recap_region_finish(p.r));
+    probe_free(&p); /* no leak: rr_rig_free checks */
+}
+END_TEST
+
+/* recap's plain host operations with a host that is not a live plain host (NULL, or one
+ * destroyed) are refused at creation: every operation would dereference it (issue 20, defect 8:
+ * accepted, then record crashed). */
+START_TEST(plain_host_operations_need_a_live_plain_host)
+{
+    rr_rig_t rig;
+    recap_region_params_t p;
+    recap_region_h r = NULL;
+    recap_manager_h m = NULL;
+    recap_plain_host_h gone;
+
+    rr_rig_init(&rig, 0, 7);
+    p = rig.params;
+    p.host = NULL;
+    ck_assert_status(recap_region_create(&p, &r), RECAP_ERR_INVALID_ARG);
+    ck_assert_ptr_nonnull(strstr(recap_last_error(), "plain host"));
+    ck_assert_ptr_null(r);
+    ck_assert_status(recap_manager_create(rig.ops, NULL, &m), RECAP_ERR_INVALID_ARG);
+    ck_assert_ptr_null(m);
+    {
+        recap_signature_h sig = probe_sig();
+        recap_checkpoint_h c = NULL;
+        recap_value_t v[3];
+
+        v[0].buf = rr_fbuf(&rig, 4, 1, 1);
+        v[1].buf = rr_fbuf(&rig, 4, 1, 0);
+        v[2].u64 = 4;
+        nseen = 0;
+        ck_assert_status(recap_checkpoint_run(&p, sig, (recap_func_t)probe_fn, v, 3, &c),
+                         RECAP_ERR_INVALID_ARG);
+        ck_assert_ptr_nonnull(strstr(recap_last_error(), "plain host"));
+        ck_assert_ptr_null(c);
+        ck_assert_int_eq(nseen, 0);
+        ck_assert_ok(recap_plain_buffer_destroy(v[0].buf));
+        ck_assert_ok(recap_plain_buffer_destroy(v[1].buf));
+        ck_assert_ok(recap_signature_destroy(sig));
+    }
+    ck_assert_ok(recap_plain_host_create(RECAP_DEVICE_HOST, 0, &gone));
+    ck_assert_ok(recap_plain_host_destroy(gone));
+    p.host = gone;
+    ck_assert_status(recap_region_create(&p, &r), RECAP_ERR_INVALID_ARG);
+    ck_assert_status(recap_manager_create(rig.ops, gone, &m), RECAP_ERR_INVALID_ARG);
+    /* The live host works. */
+    ck_assert_ok(recap_region_create(&rig.params, &r));
+    ck_assert_ok(recap_region_destroy(r));
+    ck_assert_ok(recap_manager_create(rig.ops, rig.host, &m));
+    ck_assert_ok(recap_manager_destroy(m));
+    rr_rig_free(&rig);
+}
+END_TEST
+
 START_TEST(record_runs_once_without_recording_and_stashes_inputs)
 {
     probe_t p;
@@ -780,6 +891,8 @@ int main(void)
     tcase_add_test(tc, reuse_freed_hands_kept_storage_to_the_next_allocation_of_its_size);
     tcase_add_test(tc, is_checkpointing_is_true_inside_nested_regions_only);
     tcase_add_test(tc, an_output_passed_twice_is_released_and_rebuilt_once);
+    tcase_add_test(tc, lifecycle_calls_from_inside_the_function_are_refused);
+    tcase_add_test(tc, plain_host_operations_need_a_live_plain_host);
     suite_add_tcase(s, tc);
     return tu_run(s);
 }

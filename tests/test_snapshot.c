@@ -575,12 +575,34 @@ START_TEST(flipped_byte_is_rejected_and_nothing_changes)
         size_t at = tu_rand_below(v.len);
         memcpy(bad, v.blob, v.len);
         bad[at] ^= (uint8_t)(1 + tu_rand_below(255));
-        ck_assert_status(recap_snapshot_deserialize(bad, v.len, v.target),
-                         at >= 4 && at < 8 ? RECAP_ERR_VERSION : RECAP_ERR_CORRUPT);
+        ck_assert_status(recap_snapshot_deserialize(bad, v.len, v.target), RECAP_ERR_CORRUPT);
         assert_target_untouched(&v);
     }
     after = observe(&v.rig);
     assert_seen_equal(&before, &after);
+    free(bad);
+    victim_free(&v);
+}
+END_TEST
+
+/* Damage to the version field is damage: the checksum is checked before the version (issue 20,
+ * defect 11), and only an intact blob of another version reads as RECAP_ERR_VERSION. */
+START_TEST(flipped_version_byte_is_corrupt_not_another_version)
+{
+    victim_t v = victim_new();
+    uint8_t *bad = malloc(v.len);
+    size_t at;
+    int bit;
+
+    for (at = 4; at < 8; at++) {
+        for (bit = 0; bit < 8; bit++) {
+            memcpy(bad, v.blob, v.len);
+            bad[at] ^= (uint8_t)(1u << bit);
+            ck_assert_status(recap_snapshot_deserialize(bad, v.len, v.target), RECAP_ERR_CORRUPT);
+            ck_assert_ptr_nonnull(strstr(recap_last_error(), "checksum"));
+            assert_target_untouched(&v);
+        }
+    }
     free(bad);
     victim_free(&v);
 }
@@ -737,6 +759,7 @@ int main(void)
     tcase_add_test(blob, flipped_byte_is_rejected_and_nothing_changes);
     tcase_add_test(blob, truncated_blob_is_rejected_at_every_length);
     tcase_add_test(blob, foreign_version_is_rejected);
+    tcase_add_test(blob, flipped_version_byte_is_corrupt_not_another_version);
     tcase_add_test(blob, well_sealed_nonsense_is_corrupt);
     suite_add_tcase(s, blob);
     return tu_run(s);

@@ -615,6 +615,82 @@ START_TEST(tracker_drives_the_generator_it_is_given)
 }
 END_TEST
 
+/* Two trackers driving one generator: a fork saves the generator's state and its unfork puts it
+ * back, so B's fork inside A's would hand A's state B's seed. It is refused with nothing changed;
+ * one after the other stays allowed (issue 20, defect 4). */
+START_TEST(trackers_sharing_a_generator_cannot_interleave_forks)
+{
+    recap_tracker_params_t p = {.flags = mode_flags(_i), .device = RECAP_DEVICE_HOST};
+    recap_tracker_h a, b, ra, rb;
+    recap_generator_h g;
+    recap_fork_token_t ta, tb = 0;
+    uint32_t w[2 * NWORDS], ref[2 * NWORDS], wy[NWORDS], refy[NWORDS];
+    const char *cur;
+
+    ck_assert_ok(recap_generator_create(RECAP_DEVICE_HOST, &g));
+    p.generator = g;
+    ck_assert_ok(recap_tracker_create(&p, &a));
+    ck_assert_ok(recap_tracker_create(&p, &b));
+    ck_assert_ok(recap_tracker_add(a, "x", 11));
+    ck_assert_ok(recap_tracker_add(b, "y", 22));
+    ra = new_tracker(mode_flags(_i));
+    rb = new_tracker(mode_flags(_i));
+    ck_assert_ok(recap_tracker_add(ra, "x", 11));
+    ck_assert_ok(recap_tracker_add(rb, "y", 22));
+
+    ck_assert_ok(recap_tracker_fork(a, "x", &ta));
+    ck_assert_ok(recap_generator_fill_u32(g, NULL, w, NWORDS));
+    ck_assert_status(recap_tracker_fork(b, "y", &tb), RECAP_ERR_STATE);
+    ck_assert_ptr_nonnull(strstr(recap_last_error(), "same generator"));
+    ck_assert_uint_eq(tb, 0);
+    ck_assert_ok(recap_tracker_current_name(b, &cur));
+    ck_assert_str_eq(cur, RECAP_RNG_DEFAULT);
+    /* The generator still draws x, continuing. */
+    ck_assert_ok(recap_generator_fill_u32(g, NULL, w + NWORDS, NWORDS));
+    ck_assert_ok(recap_tracker_unfork(a, ta));
+    ck_assert_ok(recap_tracker_fork(ra, "x", &ta));
+    draw(ra, ref, NWORDS);
+    draw(ra, ref + NWORDS, NWORDS);
+    ck_assert_ok(recap_tracker_unfork(ra, ta));
+    ck_assert_mem_eq(w, ref, sizeof(w));
+
+    /* Once A's fork is closed, B forks; A's x kept its own progress. */
+    ck_assert_ok(recap_tracker_fork(b, "y", &tb));
+    ck_assert_ok(recap_generator_fill_u32(g, NULL, wy, NWORDS));
+    ck_assert_status(recap_tracker_fork(a, "x", &ta), RECAP_ERR_STATE);
+    ck_assert_ok(recap_tracker_unfork(b, tb));
+    fork_draw(rb, "y", refy, NWORDS);
+    ck_assert_mem_eq(wy, refy, sizeof(wy));
+    fork_draw(a, "x", w, NWORDS);
+    fork_draw(ra, "x", ref, NWORDS);
+    ck_assert_mem_eq(w, ref, NWORDS * sizeof(uint32_t));
+
+    ck_assert_ok(recap_tracker_destroy(a));
+    ck_assert_ok(recap_tracker_destroy(b));
+    ck_assert_ok(recap_tracker_destroy(ra));
+    ck_assert_ok(recap_tracker_destroy(rb));
+    ck_assert_ok(recap_generator_destroy(g));
+}
+END_TEST
+
+/* One generator cannot be both: the host generator's snapshot value would overwrite the
+ * tracker generator's (issue 20, defect 14). */
+START_TEST(same_generator_as_generator_and_host_generator_is_rejected)
+{
+    recap_tracker_params_t p = {.device = RECAP_DEVICE_HOST};
+    recap_tracker_h t = NULL;
+    recap_generator_h g;
+
+    ck_assert_ok(recap_generator_create(RECAP_DEVICE_HOST, &g));
+    p.generator = p.host_generator = g;
+    ck_assert_status(recap_tracker_create(&p, &t), RECAP_ERR_INVALID_ARG);
+    ck_assert_ptr_nonnull(strstr(recap_last_error(), "host_generator"));
+    ck_assert_ptr_null(t);
+    /* Not driven: it can be destroyed. */
+    ck_assert_ok(recap_generator_destroy(g));
+}
+END_TEST
+
 /* ---------------------------------------------------------------- the default tracker */
 
 START_TEST(default_tracker_before_initialize_is_a_state_error)
@@ -682,6 +758,30 @@ START_TEST(default_tracker_force_reset_replaces_it)
     ck_assert_ok(recap_default_tracker_get(&a));
     ck_assert_ptr_eq(a, c);
     ck_assert_ok(recap_tracker_unfork(c, tok));
+}
+END_TEST
+
+START_TEST(destroying_the_default_tracker_is_refused)
+{
+    recap_tracker_params_t p = {.flags = 0, .device = RECAP_DEVICE_HOST};
+    recap_tracker_h a, b;
+    uint8_t st[RECAP_STATE_BYTES];
+
+    ck_assert_ok(recap_default_tracker_initialize(&p, 0, &a));
+    ck_assert_ok(recap_tracker_add(a, "a", 7));
+    ck_assert_status(recap_tracker_destroy(a), RECAP_ERR_STATE);
+    ck_assert_ptr_nonnull(strstr(recap_last_error(), "recap_default_tracker_initialize"));
+    ck_assert_ptr_nonnull(strstr(recap_last_error(), "force_reset"));
+    /* Still the default and still whole: its state can be used. */
+    ck_assert_ok(recap_default_tracker_get(&b));
+    ck_assert_ptr_eq(a, b);
+    ck_assert_uint_eq(state_count(b), 1);
+    named_state(b, "a", st);
+    fork_draw(b, "a", (uint32_t[NWORDS]){0}, NWORDS);
+    /* force_reset is the way to replace it; the new default is refused the same way. */
+    ck_assert_ok(recap_default_tracker_initialize(&p, 1, &b));
+    ck_assert_ptr_ne(a, b);
+    ck_assert_status(recap_tracker_destroy(b), RECAP_ERR_STATE);
 }
 END_TEST
 
@@ -912,6 +1012,8 @@ int main(void)
     tcase_add_test(tc, token_of_another_tracker_is_rejected);
     tcase_add_loop_test(tc, reset_set_states_and_destroy_with_open_fork_are_rejected, 0, 2);
     tcase_add_test(tc, inference_tracker_passes_forks_through);
+    tcase_add_test(tc, same_generator_as_generator_and_host_generator_is_rejected);
+    tcase_add_loop_test(tc, trackers_sharing_a_generator_cannot_interleave_forks, 0, 2);
     tcase_add_test(tc, states_object_copies_counts_names_and_looks_up);
     tcase_add_loop_test(tc, built_states_object_sets_the_tracker, 0, 2);
     tcase_add_test(tc, graph_safe_conversion_continues_the_sequence);
@@ -923,6 +1025,7 @@ int main(void)
     tcase_add_test(dflt, default_tracker_initialize_with_same_params_returns_it);
     tcase_add_test(dflt, default_tracker_initialize_with_other_params_keeps_the_first);
     tcase_add_test(dflt, default_tracker_force_reset_replaces_it);
+    tcase_add_test(dflt, destroying_the_default_tracker_is_refused);
     suite_add_tcase(s, dflt);
     tcase_set_timeout(thr, 120);
     tcase_add_loop_test(thr, threads_on_their_own_trackers_draw_what_one_thread_draws, 0, 2);

@@ -12,7 +12,7 @@ static void (*const handlers[])(recap_atfork_t) = {
     recap__cupti_atfork,
     recap__hooks_atfork,         recap__slots_atfork,           recap__device_atfork,
     recap__capture_atfork,       recap__graphs_atfork,          recap__events_atfork,
-    recap__log_atfork,
+    recap__handle_atfork,        recap__log_atfork,
 };
 #define NHANDLERS (sizeof(handlers) / sizeof(handlers[0]))
 

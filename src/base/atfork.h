@@ -26,6 +26,7 @@ void recap__capture_atfork(recap_atfork_t when);        /* capture/capture.c */
 void recap__graphs_atfork(recap_atfork_t when);         /* capture/graphs.c */
 void recap__events_atfork(recap_atfork_t when);         /* capture/subscribers.c */
 void recap__scope_atfork(recap_atfork_t when);          /* tracker/scope.c */
+void recap__handle_atfork(recap_atfork_t when);         /* base/handle.c */
 void recap__log_atfork(recap_atfork_t when);            /* base/log.c: any module logs */
 /* In the child, once every lock is released: drops the captures of the threads that are gone. */
 void recap__capture_atfork_child(void);                  /* capture/capture.c */

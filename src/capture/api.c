@@ -3,6 +3,7 @@
 
 #include <dlfcn.h>
 #include <pthread.h>
+#include <stdio.h>
 
 #include "base/error.h"
 #include "base/log.h"
@@ -36,6 +37,29 @@ recap_status_t recap__stream_device(CUstream stream, int *device_p)
     if (rc != CUDA_SUCCESS)
         return recap__cuda_fail(rc, "cuCtxGetDevice");
     *device_p = (int)dev;
+    return RECAP_OK;
+}
+
+recap_status_t recap__stream_check_device(CUstream stream, int device)
+{
+    const recap_driver_t *drv;
+    const recap_device_t *dev;
+    CUcontext ctx = NULL;
+    int on;
+
+    /* The legacy and per-thread streams are the current context's: whichever that is, the
+     * work goes where the caller's context is, as with any kernel. */
+    if ((uintptr_t)stream <= (uintptr_t)CU_STREAM_PER_THREAD)
+        return RECAP_OK;
+    /* One call for the common case, a stream of the device's primary context. */
+    if (recap__driver_get(&drv) == RECAP_OK && recap__device_get(device, &dev) == RECAP_OK &&
+        drv->cuStreamGetCtx(stream, &ctx) == CUDA_SUCCESS && ctx == dev->ctx)
+        return RECAP_OK;
+    if (recap__stream_device(stream, &on) != RECAP_OK)
+        return RECAP_OK; /* unknown here: the launch reports it */
+    if (on != device)
+        return recap__fail(RECAP_ERR_WRONG_DEVICE, "stream %p is on device %d, the generator on "
+                           "device %d", (void *)stream, on, device);
     return RECAP_OK;
 }
 
@@ -179,6 +203,7 @@ recap_status_t recap_stream_end_capture(recap_stream_t stream, recap_graph_t *gr
 recap_status_t recap_graph_instantiate(recap_graph_t graph, recap_graph_exec_t *exec_p)
 {
     CUgraphExec e = NULL;
+    recap_status_t st;
     NEED_DRIVER(drv);
 
     RECAP_CHECK_ARG(graph != NULL && exec_p != NULL, "NULL argument");
@@ -186,7 +211,23 @@ recap_status_t recap_graph_instantiate(recap_graph_t graph, recap_graph_exec_t *
         return RECAP_ERR_STATE;
     RECAP_IN_DEVICE(graph_call_device(drv, graph), "cuGraphInstantiateWithFlags",
               drv->cuGraphInstantiateWithFlags(&e, (CUgraph)graph, 0));
-    recap_graph_instantiated(graph, e);
+    /* An exec recap keeps no record of would launch without advancing its generators: every
+     * replay would repeat the same numbers. */
+    st = recap_graph_instantiated(graph, e);
+    if (st != RECAP_OK) {
+        const recap_device_t *dev;
+        char why[256];
+        int pushed = 0;
+
+        snprintf(why, sizeof(why), "%s", recap_last_error());
+        if (recap__device_get(graph_call_device(drv, graph), &dev) == RECAP_OK &&
+            recap__ctx_enter(dev, &pushed) == RECAP_OK) {
+            drv->cuGraphExecDestroy(e);
+            recap__ctx_leave(pushed);
+        }
+        return recap__fail(st, "graph instantiated, but recap could not record its RNG "
+                           "bookkeeping (%s); the exec is destroyed", why);
+    }
     *exec_p = e;
     return RECAP_OK;
 }

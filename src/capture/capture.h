@@ -108,5 +108,8 @@ recap_status_t recap__events_check_caller(const char *what);
 
 /* The device a stream belongs to (NULL stream: the current context's device, else 0). */
 recap_status_t recap__stream_device(CUstream stream, int *device_p);
+/* RECAP_ERR_WRONG_DEVICE when `stream` belongs to another device than `device`; the legacy and
+ * per-thread streams, and a stream the driver cannot place, pass. */
+recap_status_t recap__stream_check_device(CUstream stream, int device);
 
 #endif

@@ -31,11 +31,60 @@ recap_status_t recap_device_free(int device, void *ptr)
     return RECAP_OK;
 }
 
+/*
+ * The synchronous copies return with the bytes where they go. A synchronous cuMemcpyDtoH does
+ * (it returns once the copy completed), but a synchronous cuMemcpyHtoD from pageable memory may
+ * return once the data is staged, its DMA still running on the legacy stream, and recap's
+ * streams are non-blocking: a fill launched right after could be overwritten by the copy's tail
+ * (seen on an H200). So a copy to the device goes on a stream of its own, waited for. The
+ * stream is a blocking one, so the copy still starts after the legacy stream's earlier work,
+ * as cuMemcpyHtoD's did; the wait runs in relaxed capture mode, as a synchronous copy is allowed
+ * to while another thread captures. The stream is made per call (these copies are for setup
+ * and checking, not hot paths).
+ */
+static recap_status_t copy_to_device_and_wait(int device, void *dst, const void *src,
+                                              size_t bytes)
+{
+    const recap_driver_t *drv = drv_table();
+    CUstreamCaptureMode mode = CU_STREAM_CAPTURE_MODE_RELAXED;
+    const char *what = "cuStreamCreate";
+    const recap_device_t *dev;
+    recap_status_t st;
+    CUstream s = NULL;
+    CUresult rc;
+    int pushed;
+
+    st = recap__device_get(device, &dev);
+    if (st != RECAP_OK)
+        return st;
+    st = recap__ctx_enter(dev, &pushed);
+    if (st != RECAP_OK)
+        return st;
+    if (drv->has_graphs)
+        drv->cuThreadExchangeStreamCaptureMode(&mode);
+    rc = drv->cuStreamCreate(&s, CU_STREAM_DEFAULT);
+    if (rc == CUDA_SUCCESS) {
+        what = "cuMemcpyHtoDAsync";
+        rc = drv->cuMemcpyHtoDAsync((CUdeviceptr)(uintptr_t)dst, src, bytes, s);
+        if (rc == CUDA_SUCCESS) {
+            what = "cuStreamSynchronize";
+            rc = drv->cuStreamSynchronize(s);
+        }
+        drv->cuStreamDestroy(s);
+    }
+    if (drv->has_graphs)
+        drv->cuThreadExchangeStreamCaptureMode(&mode);
+    recap__ctx_leave(pushed);
+    return rc == CUDA_SUCCESS ? RECAP_OK : recap__cuda_fail(rc, what);
+}
+
 recap_status_t recap_memcpy_to_device(int device, void *dst, const void *src, size_t bytes)
 {
     RECAP_CHECK_ARG(dst != NULL && src != NULL, "NULL buffer");
     if (bytes == 0)
         return RECAP_OK;
+    if (drv_table() != NULL && drv_table()->cuMemcpyHtoDAsync != NULL)
+        return copy_to_device_and_wait(device, dst, src, bytes);
     RECAP_IN_DEVICE(device, "cuMemcpyHtoD",
                     drv_table()->cuMemcpyHtoD((CUdeviceptr)(uintptr_t)dst, src, bytes));
     return RECAP_OK;

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 
 #include "base/error.h"
+#include "base/handle.h"
 #include "region/region.h"
 
 static recap_status_t check_params(const recap_region_params_t *p)
@@ -83,11 +84,14 @@ recap_status_t recap_checkpoint_run(const recap_region_params_t *params, recap_s
         st = recap__rec_first(&c->rec);
     if (st == RECAP_OK && !c->rec.plain)
         st = stash(&c->rec);
+    if (st == RECAP_OK)
+        st = recap__handle_register(c, RECAP_MAGIC_CHECKPOINT);
     if (st != RECAP_OK) {
         recap__rec_fini(&c->rec);
         free(c);
         return st;
     }
+    c->magic = RECAP_MAGIC_CHECKPOINT;
     *ckpt_p = c;
     return RECAP_OK;
 }

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 
 #include "base/error.h"
+#include "base/handle.h"
 #include "base/nvtx.h"
 #include "region/region.h"
 
@@ -19,7 +20,7 @@ int recap__checkpoint_dist_pos(const recap__rec_t *r)
 
 static recap_status_t check(recap_checkpoint_h c, recap_buffer_t *outputs, size_t n)
 {
-    RECAP_CHECK_ARG(c != NULL, "checkpoint is NULL");
+    RECAP_CHECK_HANDLE(c, RECAP_MAGIC_CHECKPOINT, "checkpoint");
     if (c->done)
         return recap__fail(RECAP_ERR_STATE, "checkpoint backward already ran");
     if (c->rec.plain)
@@ -101,7 +102,8 @@ recap_status_t recap_checkpoint_backward(recap_checkpoint_h ckpt, recap_buffer_t
 
 recap_status_t recap_checkpoint_return_value(recap_checkpoint_h ckpt, recap_value_t *value_p)
 {
-    RECAP_CHECK_ARG(ckpt != NULL && value_p != NULL, "NULL argument");
+    RECAP_CHECK_HANDLE(ckpt, RECAP_MAGIC_CHECKPOINT, "checkpoint");
+    RECAP_CHECK_ARG(value_p != NULL, "NULL argument");
     *value_p = ckpt->rec.ret;
     return RECAP_OK;
 }
@@ -109,6 +111,10 @@ recap_status_t recap_checkpoint_return_value(recap_checkpoint_h ckpt, recap_valu
 recap_status_t recap_checkpoint_destroy(recap_checkpoint_h ckpt)
 {
     RECAP_CHECK_ARG(ckpt != NULL, "checkpoint is NULL");
+    RECAP_CHECK_ARG(recap__handle_unregister(ckpt, RECAP_MAGIC_CHECKPOINT),
+                    "checkpoint handle %p is not live (destroyed already, or never created)",
+                    (void *)ckpt);
+    ckpt->magic = RECAP_MAGIC_DEAD;
     recap__rec_fini(&ckpt->rec);
     free(ckpt);
     return RECAP_OK;

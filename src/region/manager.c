@@ -10,19 +10,30 @@
 #include <string.h>
 
 #include "base/error.h"
+#include "base/handle.h"
+#include "region/plain.h"
 #include "region/region.h"
 
 recap_status_t recap_manager_create(const recap_host_ops_t *ops, void *host,
                                     recap_manager_h *mgr_p)
 {
     recap_manager_h m;
+    recap_status_t st;
 
     RECAP_CHECK_ARG(ops != NULL && mgr_p != NULL, "NULL argument");
+    st = recap__host_check(ops, host);
+    if (st != RECAP_OK)
+        return st;
     m = calloc(1, sizeof(*m));
     if (m == NULL)
         return recap__fail(RECAP_ERR_NO_MEMORY, "manager");
     m->ops = ops;
     m->host = host;
+    m->magic = RECAP_MAGIC_MANAGER;
+    if (recap__handle_register(m, RECAP_MAGIC_MANAGER) != RECAP_OK) {
+        free(m);
+        return RECAP_ERR_NO_MEMORY;
+    }
     *mgr_p = m;
     return RECAP_OK;
 }
@@ -40,6 +51,10 @@ static void let_go(recap_manager_h m)
 recap_status_t recap_manager_destroy(recap_manager_h mgr)
 {
     RECAP_CHECK_ARG(mgr != NULL, "manager is NULL");
+    RECAP_CHECK_ARG(recap__handle_unregister(mgr, RECAP_MAGIC_MANAGER),
+                    "manager handle %p is not live (destroyed already, or never created)",
+                    (void *)mgr);
+    mgr->magic = RECAP_MAGIC_DEAD;
     recap__trigger_disarm(mgr->ops, mgr->host, &mgr->trigger);
     let_go(mgr);
     free(mgr->regions);
@@ -84,8 +99,8 @@ recap_status_t recap__manager_add(recap_manager_h m, recap_region_h r)
 
 recap_status_t recap_manager_add(recap_manager_h mgr, recap_region_h region)
 {
-    RECAP_CHECK_ARG(mgr != NULL, "manager is NULL");
-    RECAP_CHECK_ARG(region != NULL, "region is NULL");
+    RECAP_CHECK_HANDLE(mgr, RECAP_MAGIC_MANAGER, "manager");
+    RECAP_CHECK_HANDLE(region, RECAP_MAGIC_REGION, "region");
     return recap__manager_add(mgr, region);
 }
 
@@ -104,7 +119,8 @@ void recap__manager_forget(recap_manager_h m, recap_region_h r)
 
 recap_status_t recap_manager_count(recap_manager_h mgr, size_t *count_p)
 {
-    RECAP_CHECK_ARG(mgr != NULL && count_p != NULL, "NULL argument");
+    RECAP_CHECK_HANDLE(mgr, RECAP_MAGIC_MANAGER, "manager");
+    RECAP_CHECK_ARG(count_p != NULL, "NULL argument");
     *count_p = mgr->n;
     return RECAP_OK;
 }
@@ -121,7 +137,7 @@ recap_status_t recap_manager_release(recap_manager_h mgr, recap_buffer_t trigger
     recap_status_t st;
     size_t i;
 
-    RECAP_CHECK_ARG(mgr != NULL, "manager is NULL");
+    RECAP_CHECK_HANDLE(mgr, RECAP_MAGIC_MANAGER, "manager");
     if (mgr->released)
         return recap__fail(RECAP_ERR_STATE, "manager already released its regions");
     for (i = 0; i < mgr->n; i++) {
@@ -146,7 +162,7 @@ recap_status_t recap_manager_rebuild(recap_manager_h mgr)
     recap_status_t st;
     size_t i;
 
-    RECAP_CHECK_ARG(mgr != NULL, "manager is NULL");
+    RECAP_CHECK_HANDLE(mgr, RECAP_MAGIC_MANAGER, "manager");
     if (!mgr->released)
         return recap__fail(RECAP_ERR_STATE, "manager rebuild before its release");
     for (i = 0; i < mgr->n; i++) {

@@ -46,6 +46,7 @@ typedef struct recap__ptrigger {
 } recap__ptrigger_t;
 
 struct recap_plain_host {
+    uint32_t magic; /* RECAP_MAGIC_PLAIN_HOST while live (base/handle.h) */
     recap_lock_t lock; /* stats, reference counts, the trigger list */
     int device;
     uint32_t flags;
@@ -82,5 +83,9 @@ recap_status_t recap__ptrigger_remove(struct recap_plain_host *h, void *handle);
 /* The buffer is going away: its triggers stay allocated (their handles valid) but never fire. */
 void recap__ptrigger_orphan_locked(recap__pbuf_t *b);
 void recap__ptrigger_free_all(struct recap_plain_host *h);
+
+/* RECAP_ERR_INVALID_ARG when ops are recap's plain host operations and host is not a live plain
+ * host (NULL included: every operation would dereference it). */
+recap_status_t recap__host_check(const recap_host_ops_t *ops, const void *host);
 
 #endif

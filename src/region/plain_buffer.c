@@ -3,6 +3,7 @@
 #include "config.h"
 
 #include "base/error.h"
+#include "base/handle.h"
 #include "region/plain.h"
 
 recap_status_t recap_plain_buffer_create(recap_plain_host_h host, size_t bytes, int needs_grad,
@@ -11,7 +12,8 @@ recap_status_t recap_plain_buffer_create(recap_plain_host_h host, size_t bytes, 
     recap__pbuf_t *b;
     recap_status_t st;
 
-    RECAP_CHECK_ARG(host != NULL && buf_p != NULL, "NULL argument");
+    RECAP_CHECK_HANDLE(host, RECAP_MAGIC_PLAIN_HOST, "plain host");
+    RECAP_CHECK_ARG(buf_p != NULL, "NULL argument");
     RECAP_CHECK_ARG(bytes > 0, "buffer of 0 bytes");
     st = recap__pbuf_alloc(host, bytes, needs_grad, &b);
     if (st == RECAP_OK)

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 
 #include "base/error.h"
+#include "base/handle.h"
 #include "region/plain.h"
 
 recap_status_t recap_plain_host_create(int device, uint32_t flags, recap_plain_host_h *host_p)
@@ -30,6 +31,11 @@ recap_status_t recap_plain_host_create(int device, uint32_t flags, recap_plain_h
     /* Reusing kept storage implies keeping it. */
     h->flags = flags & RECAP_PLAIN_REUSE_FREED ? flags | RECAP_PLAIN_KEEP_FREED : flags;
     h->stats.context_pass = -1;
+    h->magic = RECAP_MAGIC_PLAIN_HOST;
+    if (recap__handle_register(h, RECAP_MAGIC_PLAIN_HOST) != RECAP_OK) {
+        free(h);
+        return RECAP_ERR_NO_MEMORY;
+    }
     *host_p = h;
     return RECAP_OK;
 }
@@ -38,10 +44,13 @@ recap_status_t recap_plain_host_destroy(recap_plain_host_h host)
 {
     size_t i;
 
-    RECAP_CHECK_ARG(host != NULL, "host is NULL");
+    RECAP_CHECK_LIVE(host, RECAP_MAGIC_PLAIN_HOST, "plain host");
     if (host->stats.live_buffers != 0)
         return recap__fail(RECAP_ERR_STATE, "plain host still has %llu live buffers",
                            (unsigned long long)host->stats.live_buffers);
+    RECAP_CHECK_ARG(recap__handle_unregister(host, RECAP_MAGIC_PLAIN_HOST),
+                    "plain host %p destroyed twice at once", (void *)host);
+    host->magic = RECAP_MAGIC_DEAD;
     for (i = 0; i < host->nkept; i++) {
         if (host->device == RECAP_DEVICE_HOST)
             free(host->kept[i].data);
@@ -56,7 +65,8 @@ recap_status_t recap_plain_host_destroy(recap_plain_host_h host)
 
 recap_status_t recap_plain_host_stats(recap_plain_host_h host, recap_plain_stats_t *stats_p)
 {
-    RECAP_CHECK_ARG(host != NULL && stats_p != NULL, "NULL argument");
+    RECAP_CHECK_HANDLE(host, RECAP_MAGIC_PLAIN_HOST, "plain host");
+    RECAP_CHECK_ARG(stats_p != NULL, "NULL argument");
     recap__lock(&host->lock);
     *stats_p = host->stats;
     recap__unlock(&host->lock);
@@ -65,7 +75,7 @@ recap_status_t recap_plain_host_stats(recap_plain_host_h host, recap_plain_stats
 
 recap_status_t recap_plain_host_reset_peak(recap_plain_host_h host)
 {
-    RECAP_CHECK_ARG(host != NULL, "host is NULL");
+    RECAP_CHECK_HANDLE(host, RECAP_MAGIC_PLAIN_HOST, "plain host");
     recap__lock(&host->lock);
     host->stats.peak_bytes = host->stats.live_bytes;
     recap__unlock(&host->lock);

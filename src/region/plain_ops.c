@@ -8,6 +8,7 @@
 #include <stdint.h>
 
 #include "base/error.h"
+#include "base/handle.h"
 #include "region/plain.h"
 
 /* Recording is per thread, as autograd's grad mode is; stored inverted so it starts on. */
@@ -199,6 +200,14 @@ static const recap_host_ops_t plain_ops = {
     .context_enter = context_enter,
     .context_exit = context_exit,
 };
+
+recap_status_t recap__host_check(const recap_host_ops_t *ops, const void *host)
+{
+    if (ops != &plain_ops || recap__handle_live(host, RECAP_MAGIC_PLAIN_HOST))
+        return RECAP_OK;
+    return recap__fail(RECAP_ERR_INVALID_ARG, "host %p with recap's plain host operations is "
+                       "not a live recap_plain_host_h", host);
+}
 
 recap_status_t recap_plain_host_ops(const recap_host_ops_t **ops_p)
 {

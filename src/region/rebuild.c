@@ -7,6 +7,7 @@
 #include "config.h"
 
 #include "base/error.h"
+#include "base/handle.h"
 #include "base/nvtx.h"
 #include "region/region.h"
 
@@ -80,10 +81,14 @@ static recap_status_t rebuild_outputs(recap_region_h r)
 
 recap_status_t recap__region_rebuild(recap_region_h r)
 {
-    recap_status_t st;
+    recap_status_t st = recap__region_not_running(r, "rebuild");
 
+    if (st != RECAP_OK)
+        return st;
     recap__nvtx_push(RECAP_NVTX_REBUILD);
+    r->running = 1;
     st = rebuild_outputs(r);
+    r->running = 0;
     recap__nvtx_pop();
     return st;
 }
@@ -92,7 +97,7 @@ recap_status_t recap_region_rebuild(recap_region_h region)
 {
     recap_status_t st;
 
-    RECAP_CHECK_ARG(region != NULL, "region is NULL");
+    RECAP_CHECK_HANDLE(region, RECAP_MAGIC_REGION, "region");
     if (region->manager != NULL)
         return recap__fail(RECAP_ERR_STATE, "region belongs to a manager: rebuild it through "
                                             "recap_manager_rebuild or the manager's trigger");

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "base/error.h"
+#include "region/plain.h"
 #include "region/region.h"
 
 #define HAS(op) (p->ops->op != NULL)
@@ -39,6 +40,8 @@ recap_status_t recap__rec_init(recap__rec_t *r, const recap_region_params_t *p, 
 
     RECAP_CHECK_ARG(p != NULL && p->ops != NULL, "params or params->ops is NULL");
     st = check_ops(p, need);
+    if (st == RECAP_OK)
+        st = recap__host_check(p->ops, p->host);
     if (st != RECAP_OK)
         return st;
     memset(r, 0, sizeof(*r));

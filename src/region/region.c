@@ -8,6 +8,7 @@
 #include <stdlib.h>
 
 #include "base/error.h"
+#include "base/handle.h"
 #include "region/region.h"
 
 static const char *state_name(recap_region_state_t s)
@@ -17,9 +18,21 @@ static const char *state_name(recap_region_state_t s)
     return (unsigned)s < 5 ? names[s] : "?";
 }
 
+recap_status_t recap__region_not_running(recap_region_h r, const char *what)
+{
+    if (!r->running)
+        return RECAP_OK;
+    return recap__fail(RECAP_ERR_STATE, "%s of a region from inside its own function (the region "
+                       "is running it; nothing changed)", what);
+}
+
 recap_status_t recap__region_expect(recap_region_h r, recap_region_state_t want,
                                     const char *what)
 {
+    recap_status_t st = recap__region_not_running(r, what);
+
+    if (st != RECAP_OK)
+        return st;
     if (r->state == want)
         return RECAP_OK;
     return recap__fail(RECAP_ERR_STATE, "%s of a %s region (needs %s)", what,
@@ -33,6 +46,10 @@ recap_status_t recap_region_create(const recap_region_params_t *params, recap_re
 
     RECAP_CHECK_ARG(region_p != NULL, "region_p is NULL");
     RECAP_CHECK_ARG(params != NULL, "params is NULL");
+    /* The set of live handles, not the magic: a destroyed manager's memory is not read. */
+    RECAP_CHECK_ARG(params->manager == NULL ||
+                    recap__handle_live(params->manager, RECAP_MAGIC_MANAGER),
+                    "params.manager %p is not a live manager", (void *)params->manager);
     RECAP_CHECK_ARG((params->flags & ~(uint32_t)(RECAP_REGION_RETAIN_INPUTS |
                                                  RECAP_REGION_NO_CONTEXT)) == 0,
                     "flags 0x%x: regions take RECAP_REGION_RETAIN_INPUTS and "
@@ -40,10 +57,14 @@ recap_status_t recap_region_create(const recap_region_params_t *params, recap_re
     r = calloc(1, sizeof(*r));
     if (r == NULL)
         return recap__fail(RECAP_ERR_NO_MEMORY, "region");
+    r->magic = RECAP_MAGIC_REGION;
     st = recap__rec_init(&r->rec, params, RECAP__NEED_RELEASE);
+    if (st == RECAP_OK)
+        st = recap__handle_register(r, RECAP_MAGIC_REGION);
     if (st == RECAP_OK && params->manager != NULL)
         st = recap__manager_add(params->manager, r);
     if (st != RECAP_OK) {
+        recap__handle_unregister(r, RECAP_MAGIC_REGION);
         free(r);
         return st;
     }
@@ -54,7 +75,15 @@ recap_status_t recap_region_create(const recap_region_params_t *params, recap_re
 
 recap_status_t recap_region_destroy(recap_region_h region)
 {
-    RECAP_CHECK_ARG(region != NULL, "region is NULL");
+    recap_status_t st;
+
+    RECAP_CHECK_LIVE(region, RECAP_MAGIC_REGION, "region");
+    st = recap__region_not_running(region, "destroy");
+    if (st != RECAP_OK)
+        return st;
+    RECAP_CHECK_ARG(recap__handle_unregister(region, RECAP_MAGIC_REGION),
+                    "region %p destroyed twice at once", (void *)region);
+    region->magic = RECAP_MAGIC_DEAD;
     recap__trigger_disarm(region->rec.ops, region->rec.host, &region->trigger);
     if (region->manager != NULL)
         recap__manager_forget(region->manager, region);
@@ -69,13 +98,15 @@ recap_status_t recap_region_record(recap_region_h region, recap_signature_h sig,
     recap_buffer_t bufs[RECAP_MAX_ARGS];
     recap_status_t st;
 
-    RECAP_CHECK_ARG(region != NULL, "region is NULL");
+    RECAP_CHECK_HANDLE(region, RECAP_MAGIC_REGION, "region");
     st = recap__region_expect(region, RECAP_REGION_NEW, "record");
     if (st == RECAP_OK)
         st = recap__rec_prepare(&region->rec, sig, fn, args, nargs);
     if (st != RECAP_OK)
         return st;
+    region->running = 1;
     st = recap__rec_first(&region->rec);
+    region->running = 0;
     if (st == RECAP_OK && !region->rec.plain) {
         recap__region_note_outputs(region);
         recap__rec_buffers(&region->rec, bufs);
@@ -93,7 +124,7 @@ recap_status_t recap_region_finish(recap_region_h region)
 {
     recap_status_t st;
 
-    RECAP_CHECK_ARG(region != NULL, "region is NULL");
+    RECAP_CHECK_HANDLE(region, RECAP_MAGIC_REGION, "region");
     st = recap__region_expect(region, RECAP_REGION_REBUILT, "finish");
     if (st != RECAP_OK)
         return st;
@@ -104,14 +135,16 @@ recap_status_t recap_region_finish(recap_region_h region)
 
 recap_status_t recap_region_state(recap_region_h region, recap_region_state_t *state_p)
 {
-    RECAP_CHECK_ARG(region != NULL && state_p != NULL, "NULL argument");
+    RECAP_CHECK_HANDLE(region, RECAP_MAGIC_REGION, "region");
+    RECAP_CHECK_ARG(state_p != NULL, "NULL argument");
     *state_p = region->state;
     return RECAP_OK;
 }
 
 recap_status_t recap_region_is_plain(recap_region_h region, int *plain_p)
 {
-    RECAP_CHECK_ARG(region != NULL && plain_p != NULL, "NULL argument");
+    RECAP_CHECK_HANDLE(region, RECAP_MAGIC_REGION, "region");
+    RECAP_CHECK_ARG(plain_p != NULL, "NULL argument");
     if (region->state == RECAP_REGION_NEW)
         return recap__fail(RECAP_ERR_STATE, "a region is known to be plain once recorded");
     *plain_p = region->rec.plain;
@@ -120,7 +153,8 @@ recap_status_t recap_region_is_plain(recap_region_h region, int *plain_p)
 
 recap_status_t recap_region_return_value(recap_region_h region, recap_value_t *value_p)
 {
-    RECAP_CHECK_ARG(region != NULL && value_p != NULL, "NULL argument");
+    RECAP_CHECK_HANDLE(region, RECAP_MAGIC_REGION, "region");
+    RECAP_CHECK_ARG(value_p != NULL, "NULL argument");
     *value_p = region->rec.ret;
     return RECAP_OK;
 }

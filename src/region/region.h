@@ -88,6 +88,7 @@ void recap__checkpointing_leave(void);
 recap_status_t recap__host_fail(recap_status_t st, const char *op, int arg);
 
 struct recap_region {
+    uint32_t magic; /* RECAP_MAGIC_REGION while live (base/handle.h) */
     recap__rec_t rec;
     recap_region_state_t state;
     recap_manager_h manager;
@@ -97,7 +98,13 @@ struct recap_region {
      * an input; dup[j], the earlier output with output j's handle (-1: none). */
     uint32_t aliased;
     int8_t dup[RECAP_MAX_ARGS];
+    /* Set while record or rebuild runs the region's function: the function (or a trigger it
+     * fires) calling back into the region's lifecycle gets RECAP_ERR_STATE. */
+    int running;
 };
+
+/* RECAP_ERR_STATE naming `what` while r runs its function. */
+recap_status_t recap__region_not_running(recap_region_h r, const char *what);
 
 /* RECAP_ERR_STATE naming the states unless r is in `want`: lifecycle steps are one at a time
  * and forward only. */
@@ -116,6 +123,7 @@ recap_status_t recap__trigger_arm(const recap_host_ops_t *ops, void *host, recap
 void recap__trigger_disarm(const recap_host_ops_t *ops, void *host, void **handle_p);
 
 struct recap_checkpoint {
+    uint32_t magic; /* RECAP_MAGIC_CHECKPOINT while live */
     recap__rec_t rec;
     int done; /* backward ran */
 };
@@ -124,6 +132,7 @@ struct recap_checkpoint {
 int recap__checkpoint_dist_pos(const recap__rec_t *r);
 
 struct recap_manager {
+    uint32_t magic; /* RECAP_MAGIC_MANAGER while live */
     const recap_host_ops_t *ops;
     void *host;
     recap_region_h *regions; /* forward order */

@@ -8,6 +8,7 @@
 #include "config.h"
 
 #include "base/error.h"
+#include "base/handle.h"
 #include "base/nvtx.h"
 #include "region/region.h"
 
@@ -61,8 +62,10 @@ static recap_status_t release_outputs(recap_region_h r)
 
 recap_status_t recap__region_release(recap_region_h r)
 {
-    recap_status_t st;
+    recap_status_t st = recap__region_not_running(r, "release");
 
+    if (st != RECAP_OK)
+        return st;
     recap__nvtx_push(RECAP_NVTX_RELEASE);
     st = release_outputs(r);
     recap__nvtx_pop();
@@ -81,7 +84,7 @@ recap_status_t recap_region_release(recap_region_h region, recap_buffer_t trigge
 {
     recap_status_t st;
 
-    RECAP_CHECK_ARG(region != NULL, "region is NULL");
+    RECAP_CHECK_HANDLE(region, RECAP_MAGIC_REGION, "region");
     if (region->manager != NULL)
         return recap__fail(RECAP_ERR_STATE, "region belongs to a manager: release it through "
                                             "recap_manager_release");

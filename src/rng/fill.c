@@ -2,6 +2,7 @@
 #include "config.h"
 
 #include "base/error.h"
+#include "base/handle.h"
 #include "driver/driver.h"
 #include "kernels/fill_body.h"
 #include "rng/generator.h"
@@ -31,6 +32,10 @@ static const fill_kind_t fill_f64 = {RECAP_K_FILL_F64, RECAP_K_FILL_F64_CAPTURED
 #define FILL_THREADS 1024
 #define FILL_BLOCKS_PER_SM 8
 #define FILL_BLOCKS_PER_SM_CAPTURED 2
+
+/* No buffer is larger than the largest 64-bit Linux address space (57 bits, 5-level paging): a
+ * longer fill is a wrong count, which on the host would write past the buffer. */
+#define FILL_MAX_BYTES ((uint64_t)1 << 57)
 
 /* cuRAND's layout spreads a fill over 65536 subsequences, so each subsequence's counter (offset
  * / 4) moves by counters_per_unit per 65536 units. */
@@ -101,9 +106,13 @@ static recap_status_t fill(recap_generator_h gen, recap_stream_t stream, void *b
     recap_status_t st;
 
     RECAP_CHECK_ARG(gen != NULL, "%s: generator is NULL", k->what);
+    RECAP_CHECK_ARG(gen->magic == RECAP_MAGIC_GENERATOR, "%s: generator handle %p is not live "
+                    "(destroyed, or never created)", k->what, (void *)gen);
     RECAP_CHECK_ARG(buf != NULL, "%s: buffer is NULL", k->what);
     RECAP_CHECK_ARG(n > 0, "%s: zero-length fill", k->what);
-    RECAP_CHECK_ARG(n <= (UINT64_MAX / 8), "%s: %zu elements is too many", k->what, n);
+    RECAP_CHECK_ARG(n <= FILL_MAX_BYTES / k->elem_size, "%s: %zu elements (%s) cannot be a "
+                    "buffer: more than any address space holds", k->what, n,
+                    k->elem_size == 8 ? "doubles" : "4-byte words");
     RECAP_CHECK_ARG(((uintptr_t)buf % k->elem_size) == 0, "%s: buffer %p is not aligned to its "
                     "element size", k->what, buf);
     p.dst = (uint64_t)(uintptr_t)buf;

@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "base/error.h"
+#include "base/handle.h"
 #include "base/log.h"
 #include "rng/generator.h"
 
@@ -302,6 +303,13 @@ recap_status_t recap_generator_create_framework(const recap_framework_ops_t *ops
     fw->gen = gen;
     gen->device = device;
     gen->fw = fw;
+    gen->magic = RECAP_MAGIC_GENERATOR;
+    st = recap__handle_register(gen, RECAP_MAGIC_GENERATOR);
+    if (st != RECAP_OK) {
+        free(gen);
+        free(fw);
+        return st;
+    }
     pthread_mutex_lock(&registry_lock);
     fw->next = registry;
     if (registry != NULL)
@@ -335,7 +343,8 @@ void recap__fw_destroy(recap_generator_h gen)
 
 recap_status_t recap_generator_is_framework(recap_generator_h gen, int *is_framework_p)
 {
-    RECAP_CHECK_ARG(gen != NULL && is_framework_p != NULL, "NULL argument");
+    RECAP_CHECK_HANDLE(gen, RECAP_MAGIC_GENERATOR, "generator");
+    RECAP_CHECK_ARG(is_framework_p != NULL, "is_framework_p is NULL");
     *is_framework_p = gen->fw != NULL;
     return RECAP_OK;
 }
@@ -345,7 +354,8 @@ recap_status_t recap_generator_needs_registration(recap_generator_h gen, int *ne
     int needs = 0;
     recap_status_t st;
 
-    RECAP_CHECK_ARG(gen != NULL && needs_p != NULL, "NULL argument");
+    RECAP_CHECK_HANDLE(gen, RECAP_MAGIC_GENERATOR, "generator");
+    RECAP_CHECK_ARG(needs_p != NULL, "needs_p is NULL");
     RECAP_CHECK_NOT_IN_FRAMEWORK_OP("recap_generator_needs_registration");
     if (gen->fw == NULL)
         return recap_capture_needs_registration(needs_p);

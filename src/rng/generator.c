@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "base/error.h"
+#include "base/handle.h"
 #include "capture/capture.h"
 #include "driver/driver.h"
 #include "rng/generator.h"
@@ -82,6 +83,13 @@ recap_status_t recap_generator_create(int device, recap_generator_h *gen_p)
         return recap__fail(RECAP_ERR_NO_MEMORY, "generator state");
     }
     gen->device = device;
+    gen->magic = RECAP_MAGIC_GENERATOR;
+    st = recap__handle_register(gen, RECAP_MAGIC_GENERATOR);
+    if (st != RECAP_OK) {
+        recap__genstate_unref(gen->state);
+        free(gen);
+        return st;
+    }
     *gen_p = gen;
     return RECAP_OK;
 }
@@ -90,13 +98,16 @@ recap_status_t recap_generator_destroy(recap_generator_h gen)
 {
     int drivers;
 
-    RECAP_CHECK_ARG(gen != NULL, "generator is NULL");
+    RECAP_CHECK_LIVE(gen, RECAP_MAGIC_GENERATOR, "generator");
     RECAP_CHECK_NOT_IN_FRAMEWORK_OP("recap_generator_destroy");
     drivers = __atomic_load_n(&gen->drivers, __ATOMIC_RELAXED);
     if (drivers > 0)
         return recap__fail(RECAP_ERR_STATE, "generator destroyed while %d tracker%s drive%s it: "
                            "destroy the tracker%s first", drivers, drivers == 1 ? "" : "s",
                            drivers == 1 ? "s" : "", drivers == 1 ? "" : "s");
+    RECAP_CHECK_ARG(recap__handle_unregister(gen, RECAP_MAGIC_GENERATOR),
+                    "generator %p destroyed twice at once", (void *)gen);
+    gen->magic = RECAP_MAGIC_DEAD;
     recap__genstate_unref(gen->state);
     if (gen->fw != NULL)
         recap__fw_destroy(gen);
@@ -106,7 +117,8 @@ recap_status_t recap_generator_destroy(recap_generator_h gen)
 
 recap_status_t recap_generator_device(recap_generator_h gen, int *device_p)
 {
-    RECAP_CHECK_ARG(gen != NULL && device_p != NULL, "NULL argument");
+    RECAP_CHECK_HANDLE(gen, RECAP_MAGIC_GENERATOR, "generator");
+    RECAP_CHECK_ARG(device_p != NULL, "device_p is NULL");
     *device_p = gen->device;
     return RECAP_OK;
 }
@@ -251,7 +263,7 @@ recap_status_t recap__generator_install_genstate(recap_generator_h gen, recap_ge
 
 recap_status_t recap_generator_manual_seed(recap_generator_h gen, uint64_t seed)
 {
-    RECAP_CHECK_ARG(gen != NULL, "generator is NULL");
+    RECAP_CHECK_HANDLE(gen, RECAP_MAGIC_GENERATOR, "generator");
     RECAP_CHECK_NOT_IN_FRAMEWORK_OP("recap_generator_manual_seed");
     return recap__generator_set_value(gen, seed, 0);
 }
@@ -260,7 +272,8 @@ recap_status_t recap_generator_seed(recap_generator_h gen, uint64_t *seed_p)
 {
     uint64_t offset;
 
-    RECAP_CHECK_ARG(gen != NULL && seed_p != NULL, "NULL argument");
+    RECAP_CHECK_HANDLE(gen, RECAP_MAGIC_GENERATOR, "generator");
+    RECAP_CHECK_ARG(seed_p != NULL, "seed_p is NULL");
     RECAP_CHECK_NOT_IN_FRAMEWORK_OP("recap_generator_seed");
     return recap__generator_get_value(gen, seed_p, &offset);
 }
@@ -269,7 +282,8 @@ recap_status_t recap_generator_offset(recap_generator_h gen, uint64_t *offset_p)
 {
     uint64_t seed;
 
-    RECAP_CHECK_ARG(gen != NULL && offset_p != NULL, "NULL argument");
+    RECAP_CHECK_HANDLE(gen, RECAP_MAGIC_GENERATOR, "generator");
+    RECAP_CHECK_ARG(offset_p != NULL, "offset_p is NULL");
     RECAP_CHECK_NOT_IN_FRAMEWORK_OP("recap_generator_offset");
     return recap__generator_get_value(gen, &seed, offset_p);
 }
@@ -327,7 +341,8 @@ recap_status_t recap_generator_get_state(recap_generator_h gen, uint8_t state[RE
 
     recap_status_t st;
 
-    RECAP_CHECK_ARG(gen != NULL && state != NULL, "NULL argument");
+    RECAP_CHECK_HANDLE(gen, RECAP_MAGIC_GENERATOR, "generator");
+    RECAP_CHECK_ARG(state != NULL, "state is NULL");
     RECAP_CHECK_NOT_IN_FRAMEWORK_OP("recap_generator_get_state");
     st = recap__generator_get_value(gen, &seed, &offset);
     if (st == RECAP_OK)
@@ -341,7 +356,8 @@ recap_status_t recap_generator_set_state(recap_generator_h gen,
     uint64_t seed = 0, offset = 0;
     recap_status_t st;
 
-    RECAP_CHECK_ARG(gen != NULL && state != NULL, "NULL argument");
+    RECAP_CHECK_HANDLE(gen, RECAP_MAGIC_GENERATOR, "generator");
+    RECAP_CHECK_ARG(state != NULL, "state is NULL");
     RECAP_CHECK_NOT_IN_FRAMEWORK_OP("recap_generator_set_state");
     st = recap__state_decode(state, &seed, &offset);
     if (st != RECAP_OK)
@@ -382,6 +398,9 @@ recap_status_t recap__generator_draw(recap_generator_h gen, recap_stream_t strea
 
     RECAP_CHECK_NOT_IN_FRAMEWORK_OP("a draw");
     if (gen->device != RECAP_DEVICE_HOST) {
+        st = recap__stream_check_device((CUstream)stream, gen->device);
+        if (st != RECAP_OK)
+            return st;
         st = recap__capture_of_stream((CUstream)stream, &cap);
         if (st != RECAP_OK && (gen->fw == NULL || st != RECAP_ERR_NOT_REGISTERED))
             return st;
@@ -421,7 +440,8 @@ recap_status_t recap_generator_reserve(recap_generator_h gen, recap_stream_t str
     recap_philox_args_t a = {0};
     recap_status_t st;
 
-    RECAP_CHECK_ARG(gen != NULL && args_p != NULL, "NULL argument");
+    RECAP_CHECK_HANDLE(gen, RECAP_MAGIC_GENERATOR, "generator");
+    RECAP_CHECK_ARG(args_p != NULL, "args_p is NULL");
     RECAP_CHECK_ARG(n > 0, "reserve of 0 values per thread");
     RECAP_CHECK_ARG(n <= UINT64_MAX - 3, "reserve of %llu values overflows",
                     (unsigned long long)n);

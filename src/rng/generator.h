@@ -48,13 +48,18 @@ typedef struct recap_genstate {
 /* `lock` protects which state is installed and orders draws through this generator. A
  * framework generator (fw != NULL) keeps in `state` the wrapper of the object it last installed
  * in graph-safe mode (NULL until then): the framework holds the truth. `drivers` counts the
- * trackers driving the generator, so it is not destroyed under them. */
+ * trackers driving the generator, so it is not destroyed under them. `forker` is the tracker
+ * with forks open on it (NULL: none), set by its outermost fork and cleared by the matching
+ * unfork (tracker/fork.c): a fork saves the generator's state and the unfork puts it back, so
+ * another tracker's forks in between would swap their states. */
 struct recap_generator {
+    uint32_t magic; /* RECAP_MAGIC_GENERATOR while live (base/handle.h) */
     int device;
     recap_lock_t lock;
+    int drivers;
     recap_genstate_t *state;
     struct recap__fw *fw;
-    int drivers;
+    struct recap_tracker *forker;
 };
 
 recap_genstate_t *recap__genstate_new(int device, uint64_t seed, uint64_t offset);

@@ -14,6 +14,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -478,11 +480,35 @@ static void print_run_table(char **argv, const char *lib, int code, int sig, con
     }
 }
 
+/* Whether what is already on stdout ends a line (or is empty). The command wrote to the same
+ * stdout: --json's document must start a line of its own to stay the last line whole. Known for
+ * a regular file (read back through /proc); for a pipe or a terminal, assumed not. */
+static int stdout_at_line_start(void)
+{
+    struct stat st;
+    char last = 0;
+    int fd, ok;
+
+    fflush(stdout);
+    if (fstat(STDOUT_FILENO, &st) != 0 || !S_ISREG(st.st_mode))
+        return 0;
+    if (st.st_size == 0)
+        return 1;
+    fd = open("/proc/self/fd/1", O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return 0;
+    ok = pread(fd, &last, 1, st.st_size - 1) == 1 && last == '\n';
+    close(fd);
+    return ok;
+}
+
 static void print_run_json(char **argv, const char *lib, int code, int sig, const char *text,
                            const report_t *r, int parsed)
 {
     int i;
 
+    if (!stdout_at_line_start())
+        putchar('\n');
     printf("{\"tool\":\"recap-probe\",\"schema\":%d,\"command\":[", PROBE_JSON_SCHEMA);
     for (i = 0; argv[i] != NULL; i++) {
         printf("%s", i ? "," : "");
@@ -549,8 +575,9 @@ static int add_check(char **only, const char *name)
     size_t have = *only != NULL ? strlen(*only) : 0;
     char *grown;
 
-    if (*name == '\0')
-        return usage_error("%s", "--check needs a check name");
+    /* An empty name anywhere (",,,", "a,,b", "a,") would run nothing, or less than asked. */
+    if (*name == '\0' || *name == ',' || name[strlen(name) - 1] == ',' || strstr(name, ",,"))
+        return usage_error("%s", "--check needs check names (an empty name in the list)");
     grown = realloc(*only, have + strlen(name) + 2);
     if (grown == NULL)
         return EXIT_FAILURE;
@@ -607,5 +634,11 @@ int main(int argc, char **argv)
     else
         rc = run_checks(only, json, strict);
     free(only);
+    /* A report that did not reach its reader is a failure (--json >/dev/full exited 0). */
+    if (fflush(stdout) != 0 || ferror(stdout)) {
+        fprintf(stderr, "recap-probe: cannot write the output: %s\n", strerror(errno));
+        if (rc == EXIT_SUCCESS)
+            rc = EXIT_FAILURE;
+    }
     return rc;
 }

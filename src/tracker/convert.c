@@ -3,6 +3,7 @@
 #include "config.h"
 
 #include "base/error.h"
+#include "base/handle.h"
 #include "tracker/tracker.h"
 
 /* A fresh generator rather than the tracker's: converting must not disturb the current one. */
@@ -14,7 +15,8 @@ recap_status_t recap_state_to_graph_safe(recap_tracker_h tracker,
     uint64_t seed, offset;
     recap_status_t st;
 
-    RECAP_CHECK_ARG(tracker != NULL && state != NULL && gen_p != NULL, "NULL argument");
+    RECAP_CHECK_HANDLE(tracker, RECAP_MAGIC_TRACKER, "tracker");
+    RECAP_CHECK_ARG(state != NULL && gen_p != NULL, "NULL argument");
     st = recap__state_decode(state, &seed, &offset);
     if (st != RECAP_OK)
         return st;

@@ -56,9 +56,9 @@ recap_status_t recap_default_tracker_initialize(const recap_tracker_params_t *pa
     }
     st = recap_tracker_create(params, &t);
     if (st == RECAP_OK && default_tracker != NULL) {
-        st = recap_tracker_destroy(default_tracker);
+        st = recap__tracker_destroy(default_tracker);
         if (st != RECAP_OK)
-            recap_tracker_destroy(t); /* the old one has forks open and stays */
+            recap__tracker_destroy(t); /* the old one has forks open and stays */
     }
     if (st == RECAP_OK) {
         default_tracker = t;
@@ -66,6 +66,16 @@ recap_status_t recap_default_tracker_initialize(const recap_tracker_params_t *pa
     }
     recap__unlock(&default_lock);
     return st;
+}
+
+int recap__tracker_is_default(recap_tracker_h t)
+{
+    int is;
+
+    recap__lock(&default_lock);
+    is = t == default_tracker;
+    recap__unlock(&default_lock);
+    return is;
 }
 
 recap_status_t recap_default_tracker_get(recap_tracker_h *tracker_p)

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 
 #include "base/error.h"
+#include "base/handle.h"
 #include "tracker/tracker.h"
 
 static recap_status_t grow_frames(recap_tracker_h t)
@@ -98,6 +99,28 @@ static recap_status_t fork_object(recap_tracker_h t, recap__frame_t *f, int i)
     return RECAP_OK;
 }
 
+/* The outermost fork of a tracker claims its generator; RECAP_ERR_STATE (nothing changed) while
+ * another tracker has forks open on it. One atomic operation per outermost fork. */
+static recap_status_t claim_generator(recap_tracker_h t, const char *name)
+{
+    struct recap_tracker *other = NULL;
+
+    if (t->depth > 0 || __atomic_compare_exchange_n(&t->gen->forker, &other, t, 0,
+                                                    __ATOMIC_ACQUIRE, __ATOMIC_RELAXED))
+        return RECAP_OK;
+    return recap__fail(RECAP_ERR_STATE, "fork of \"%.*s\": tracker %p has a fork open on the "
+                       "same generator; trackers sharing a generator cannot interleave forks "
+                       "(its state would come back to the wrong one): unfork it first",
+                       RECAP_NAME_MAX, name, (void *)other);
+}
+
+/* The tracker's last fork closed: the generator is free for others. */
+static void release_generator(recap_tracker_h t)
+{
+    if (t->depth == 0)
+        __atomic_store_n(&t->gen->forker, NULL, __ATOMIC_RELEASE);
+}
+
 recap_status_t recap_tracker_fork(recap_tracker_h tracker, const char *name,
                                   recap_fork_token_t *token_p)
 {
@@ -105,7 +128,8 @@ recap_status_t recap_tracker_fork(recap_tracker_h tracker, const char *name,
     recap_status_t st;
     int i = -1;
 
-    RECAP_CHECK_ARG(tracker != NULL && name != NULL && token_p != NULL, "NULL argument");
+    RECAP_CHECK_HANDLE(tracker, RECAP_MAGIC_TRACKER, "tracker");
+    RECAP_CHECK_ARG(name != NULL && token_p != NULL, "NULL argument");
     RECAP_CHECK_NOT_IN_FRAMEWORK_OP("recap_tracker_fork");
     recap__lock(&tracker->lock);
     if (tracker->depth == tracker->frames_cap && grow_frames(tracker) != RECAP_OK) {
@@ -120,11 +144,17 @@ recap_status_t recap_tracker_fork(recap_tracker_h tracker, const char *name,
             return recap__fail(RECAP_ERR_NOT_FOUND, "fork of \"%.*s\": no such state was added",
                                RECAP_NAME_MAX, name);
         }
+        st = claim_generator(tracker, name);
+        if (st != RECAP_OK) {
+            recap__unlock(&tracker->lock);
+            return st;
+        }
         if (tracker->flags & RECAP_TRACKER_GRAPH_SAFE)
             st = fork_object(tracker, f, i);
         else
             st = fork_value(tracker, f, i);
         if (st != RECAP_OK) {
+            release_generator(tracker);
             recap__unlock(&tracker->lock);
             return st;
         }
@@ -205,7 +235,7 @@ recap_status_t recap_tracker_unfork(recap_tracker_h tracker, recap_fork_token_t 
     recap_status_t st = RECAP_OK;
     size_t depth;
 
-    RECAP_CHECK_ARG(tracker != NULL, "tracker is NULL");
+    RECAP_CHECK_HANDLE(tracker, RECAP_MAGIC_TRACKER, "tracker");
     RECAP_CHECK_NOT_IN_FRAMEWORK_OP("recap_tracker_unfork");
     recap__lock(&tracker->lock);
     depth = tracker->depth;
@@ -228,8 +258,11 @@ recap_status_t recap_tracker_unfork(recap_tracker_h tracker, recap_fork_token_t 
     }
     /* A framework that failed to take the outer state back leaves the fork open: the caller
      * may retry, and nothing is lost. */
-    if (st == RECAP_OK)
+    if (st == RECAP_OK) {
         tracker->depth = depth - 1;
+        if (f->slot >= 0)
+            release_generator(tracker);
+    }
     recap__unlock(&tracker->lock);
     return st;
 }

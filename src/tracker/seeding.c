@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "base/error.h"
+#include "base/handle.h"
 #include "tracker/tracker.h"
 
 #define MAX_SEEDED 5
@@ -101,7 +102,8 @@ recap_status_t recap_tracker_seed_parallel(recap_tracker_h tracker, int64_t seed
     seeded_t s;
     size_t n;
 
-    RECAP_CHECK_ARG(tracker != NULL && ranks != NULL, "NULL argument");
+    RECAP_CHECK_HANDLE(tracker, RECAP_MAGIC_TRACKER, "tracker");
+    RECAP_CHECK_ARG(ranks != NULL, "NULL argument");
     RECAP_CHECK_NOT_IN_FRAMEWORK_OP("recap_tracker_seed_parallel");
     RECAP_CHECK_ARG(seed > 0, "seed %lld: seeds must be > 0", (long long)seed);
     st = check_ranks(ranks);

@@ -14,8 +14,11 @@
  *       u64 seed, u64 offset
  *   end FNV-1a-64 of every byte before it
  *
- * A blob is validated whole before anything is written, so a damaged checkpoint never leaves a
- * half-restored snapshot.
+ * Every format version keeps the frame: the magic, the version at 4, the length at 8 and the
+ * FNV-1a-64 at the end. A reader checks the frame's integrity before the version, so damage to
+ * the version field reads as RECAP_ERR_CORRUPT, and RECAP_ERR_VERSION means an intact blob of
+ * another version. A blob is validated whole before anything is written, so a damaged
+ * checkpoint never leaves a half-restored snapshot.
  */
 #include "config.h"
 
@@ -23,6 +26,7 @@
 #include <string.h>
 
 #include "base/error.h"
+#include "base/handle.h"
 #include "tracker/tracker.h"
 
 #define MAGIC "RCAP"
@@ -30,6 +34,8 @@
 #define HEADER_BYTES 56u
 #define ENTRY_FIXED_BYTES 20u /* name length + seed + offset */
 #define SUM_BYTES 8u
+/* What every format version keeps: magic, version, length and the trailing checksum. */
+#define FRAME_BYTES (12u + SUM_BYTES)
 
 static uint64_t fnv1a64(const uint8_t *p, size_t n)
 {
@@ -104,7 +110,8 @@ recap_status_t recap_snapshot_serialize(recap_snapshot_h snap, void *buf, size_t
 {
     size_t need;
 
-    RECAP_CHECK_ARG(snap != NULL && len_p != NULL, "NULL argument");
+    RECAP_CHECK_HANDLE(snap, RECAP_MAGIC_SNAPSHOT, "snapshot");
+    RECAP_CHECK_ARG(len_p != NULL, "NULL argument");
     if (!snap->valid)
         return recap__fail(RECAP_ERR_STATE, "serialize of a snapshot never taken or "
                            "deserialized");
@@ -128,16 +135,20 @@ static recap_status_t check_header(const uint8_t *b, size_t len, struct recap_sn
 {
     uint32_t version;
 
-    if (len < 8 || memcmp(b, MAGIC, 4) != 0)
-        return corrupt(len < 8 ? "too short for a header" : "not a recap snapshot (bad magic)");
+    if (len < FRAME_BYTES || memcmp(b, MAGIC, 4) != 0)
+        return corrupt(len < FRAME_BYTES ? "too short for a header"
+                                         : "not a recap snapshot (bad magic)");
+    /* Integrity first: a damaged version field is damage, not another version. */
+    if (get32(b + 8) != len)
+        return corrupt("truncated (its length field disagrees with its size)");
+    if (get64(b + len - SUM_BYTES) != fnv1a64(b, len - SUM_BYTES))
+        return corrupt("checksum mismatch");
     version = get32(b + 4);
     if (version != FORMAT_VERSION)
         return recap__fail(RECAP_ERR_VERSION, "snapshot blob of format version %u; this "
                            "library reads version %u", (unsigned)version, FORMAT_VERSION);
-    if (len < HEADER_BYTES + SUM_BYTES || get32(b + 8) != len)
-        return corrupt("truncated (its length field disagrees with its size)");
-    if (get64(b + len - SUM_BYTES) != fnv1a64(b, len - SUM_BYTES))
-        return corrupt("checksum mismatch");
+    if (len < HEADER_BYTES + SUM_BYTES)
+        return corrupt("truncated (shorter than a version 1 header)");
     h->flags = get32(b + 12);
     h->n = get32(b + 16);
     if ((h->flags & ~RECAP__SNAP_KNOWN_FLAGS) != 0 || get32(b + 20) != 0)
@@ -228,6 +239,7 @@ recap_status_t recap_snapshot_deserialize(const void *buf, size_t len, recap_sna
     recap_status_t st;
 
     RECAP_CHECK_ARG(buf != NULL && snap != NULL, "NULL argument");
+    RECAP_CHECK_HANDLE(snap, RECAP_MAGIC_SNAPSHOT, "snapshot");
     st = check_header(buf, len, &h);
     if (st != RECAP_OK)
         return st;
@@ -243,6 +255,7 @@ recap_status_t recap_snapshot_deserialize(const void *buf, size_t len, recap_sna
     free(snap->e);
     h.valid = 1;
     h.layout = 0; /* names unknown to every tracker until a restore compares them */
+    h.magic = RECAP_MAGIC_SNAPSHOT;
     *snap = h;
     return RECAP_OK;
 }

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "base/error.h"
+#include "base/handle.h"
 #include "tracker/tracker.h"
 
 recap_status_t recap_snapshot_create(recap_snapshot_h *snap_p)
@@ -21,6 +22,11 @@ recap_status_t recap_snapshot_create(recap_snapshot_h *snap_p)
     s = calloc(1, sizeof(*s));
     if (s == NULL)
         return recap__fail(RECAP_ERR_NO_MEMORY, "snapshot");
+    s->magic = RECAP_MAGIC_SNAPSHOT;
+    if (recap__handle_register(s, RECAP_MAGIC_SNAPSHOT) != RECAP_OK) {
+        free(s);
+        return RECAP_ERR_NO_MEMORY;
+    }
     *snap_p = s;
     return RECAP_OK;
 }
@@ -28,6 +34,10 @@ recap_status_t recap_snapshot_create(recap_snapshot_h *snap_p)
 recap_status_t recap_snapshot_destroy(recap_snapshot_h snap)
 {
     RECAP_CHECK_ARG(snap != NULL, "snapshot is NULL");
+    RECAP_CHECK_ARG(recap__handle_unregister(snap, RECAP_MAGIC_SNAPSHOT),
+                    "snapshot handle %p is not live (destroyed already, or never created)",
+                    (void *)snap);
+    snap->magic = RECAP_MAGIC_DEAD;
     free(snap->e);
     free(snap);
     return RECAP_OK;
@@ -84,7 +94,8 @@ recap_status_t recap_snapshot_take(recap_tracker_h tracker, recap_snapshot_h sna
     recap_status_t st;
     size_t n;
 
-    RECAP_CHECK_ARG(tracker != NULL && snap != NULL, "NULL argument");
+    RECAP_CHECK_HANDLE(tracker, RECAP_MAGIC_TRACKER, "tracker");
+    RECAP_CHECK_HANDLE(snap, RECAP_MAGIC_SNAPSHOT, "snapshot");
     RECAP_CHECK_NOT_IN_FRAMEWORK_OP("recap_snapshot_take");
     /* Grow outside the lock; an add in between makes us look again. */
     for (;;) {
@@ -200,7 +211,8 @@ recap_status_t recap_snapshot_restore(recap_tracker_h tracker, recap_snapshot_h 
     recap__gen_values_t gv = {0};
     int has_host;
 
-    RECAP_CHECK_ARG(tracker != NULL && snap != NULL, "NULL argument");
+    RECAP_CHECK_HANDLE(tracker, RECAP_MAGIC_TRACKER, "tracker");
+    RECAP_CHECK_HANDLE(snap, RECAP_MAGIC_SNAPSHOT, "snapshot");
     RECAP_CHECK_NOT_IN_FRAMEWORK_OP("recap_snapshot_restore");
     if (!snap->valid)
         return recap__fail(RECAP_ERR_STATE, "restore of a snapshot never taken or deserialized");

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "base/error.h"
+#include "base/handle.h"
 #include "tracker/tracker.h"
 
 static recap_states_h states_alloc(size_t n)
@@ -15,10 +16,12 @@ static recap_states_h states_alloc(size_t n)
     if (s == NULL)
         return NULL;
     s->e = n ? malloc(n * sizeof(*s->e)) : NULL;
-    if (n && s->e == NULL) {
+    if ((n && s->e == NULL) || recap__handle_register(s, RECAP_MAGIC_STATES) != RECAP_OK) {
+        free(s->e);
         free(s);
         return NULL;
     }
+    s->magic = RECAP_MAGIC_STATES;
     s->n = n;
     return s;
 }
@@ -29,7 +32,8 @@ recap_status_t recap_tracker_get_states(recap_tracker_h tracker, recap_states_h 
     recap_states_h s;
     size_t i, n;
 
-    RECAP_CHECK_ARG(tracker != NULL && states_p != NULL, "NULL argument");
+    RECAP_CHECK_HANDLE(tracker, RECAP_MAGIC_TRACKER, "tracker");
+    RECAP_CHECK_ARG(states_p != NULL, "NULL argument");
     RECAP_CHECK_NOT_IN_FRAMEWORK_OP("recap_tracker_get_states");
     /* Allocate outside the lock; an add in between makes us try again. */
     for (;;) {
@@ -62,7 +66,8 @@ recap_status_t recap_tracker_state_object(recap_tracker_h tracker, const char *n
     recap_status_t st = RECAP_OK;
     int i;
 
-    RECAP_CHECK_ARG(tracker != NULL && name != NULL && obj_p != NULL, "NULL argument");
+    RECAP_CHECK_HANDLE(tracker, RECAP_MAGIC_TRACKER, "tracker");
+    RECAP_CHECK_ARG(name != NULL && obj_p != NULL, "NULL argument");
     RECAP_CHECK_ARG(tracker->gen->fw != NULL && (tracker->flags & RECAP_TRACKER_GRAPH_SAFE),
                     "state objects belong to graph-safe trackers on framework generators");
     RECAP_CHECK_NOT_IN_FRAMEWORK_OP("recap_tracker_state_object");
@@ -84,7 +89,8 @@ static void mark_initialized(recap_tracker_h t, void *arg)
 
 recap_status_t recap_tracker_set_states(recap_tracker_h tracker, recap_states_h states)
 {
-    RECAP_CHECK_ARG(tracker != NULL && states != NULL, "NULL argument");
+    RECAP_CHECK_HANDLE(tracker, RECAP_MAGIC_TRACKER, "tracker");
+    RECAP_CHECK_HANDLE(states, RECAP_MAGIC_STATES, "states object");
     RECAP_CHECK_NOT_IN_FRAMEWORK_OP("recap_tracker_set_states");
     if (tracker->flags & RECAP_TRACKER_INFERENCE)
         return RECAP_OK;
@@ -96,7 +102,8 @@ recap_status_t recap_states_copy(recap_states_h states, recap_states_h *copy_p)
 {
     recap_states_h c;
 
-    RECAP_CHECK_ARG(states != NULL && copy_p != NULL, "NULL argument");
+    RECAP_CHECK_HANDLE(states, RECAP_MAGIC_STATES, "states object");
+    RECAP_CHECK_ARG(copy_p != NULL, "NULL argument");
     c = states_alloc(states->n);
     if (c == NULL)
         return recap__fail(RECAP_ERR_NO_MEMORY, "states object");
@@ -126,7 +133,8 @@ recap_status_t recap_states_put(recap_states_h states, const char *name,
     recap_status_t st;
     size_t len, i;
 
-    RECAP_CHECK_ARG(states != NULL && state != NULL, "NULL argument");
+    RECAP_CHECK_HANDLE(states, RECAP_MAGIC_STATES, "states object");
+    RECAP_CHECK_ARG(state != NULL, "NULL argument");
     st = recap__check_name(name, &len);
     if (st == RECAP_OK)
         st = recap__state_decode(state, &seed, &offset);
@@ -153,6 +161,10 @@ recap_status_t recap_states_put(recap_states_h states, const char *name,
 recap_status_t recap_states_free(recap_states_h states)
 {
     RECAP_CHECK_ARG(states != NULL, "states is NULL");
+    RECAP_CHECK_ARG(recap__handle_unregister(states, RECAP_MAGIC_STATES),
+                    "states object handle %p is not live (freed already, or never created)",
+                    (void *)states);
+    states->magic = RECAP_MAGIC_DEAD;
     free(states->e);
     free(states);
     return RECAP_OK;
@@ -160,14 +172,16 @@ recap_status_t recap_states_free(recap_states_h states)
 
 recap_status_t recap_states_count(recap_states_h states, size_t *count_p)
 {
-    RECAP_CHECK_ARG(states != NULL && count_p != NULL, "NULL argument");
+    RECAP_CHECK_HANDLE(states, RECAP_MAGIC_STATES, "states object");
+    RECAP_CHECK_ARG(count_p != NULL, "NULL argument");
     *count_p = states->n;
     return RECAP_OK;
 }
 
 recap_status_t recap_states_name(recap_states_h states, size_t index, const char **name_p)
 {
-    RECAP_CHECK_ARG(states != NULL && name_p != NULL, "NULL argument");
+    RECAP_CHECK_HANDLE(states, RECAP_MAGIC_STATES, "states object");
+    RECAP_CHECK_ARG(name_p != NULL, "NULL argument");
     RECAP_CHECK_ARG(index < states->n, "index %zu out of range (%zu states)", index, states->n);
     *name_p = states->e[index].name;
     return RECAP_OK;
@@ -178,7 +192,8 @@ recap_status_t recap_states_lookup(recap_states_h states, const char *name,
 {
     size_t i, len;
 
-    RECAP_CHECK_ARG(states != NULL && name != NULL && state != NULL, "NULL argument");
+    RECAP_CHECK_HANDLE(states, RECAP_MAGIC_STATES, "states object");
+    RECAP_CHECK_ARG(name != NULL && state != NULL, "NULL argument");
     len = strlen(name);
     for (i = 0; i < states->n; i++) {
         const recap__entry_t *e = &states->e[i];

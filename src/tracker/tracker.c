@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "base/error.h"
+#include "base/handle.h"
 #include "tracker/tracker.h"
 
 static uint64_t layout_counter;
@@ -94,6 +95,13 @@ static recap_status_t tracker_alloc(const recap_tracker_params_t *p, recap_track
     t->layout = recap__layout_next();
     /* Tokens of different trackers differ, so one handed to the wrong tracker is caught. */
     t->next_token = t->layout << 32 | 1;
+    t->magic = RECAP_MAGIC_TRACKER;
+    if (recap__handle_register(t, RECAP_MAGIC_TRACKER) != RECAP_OK) {
+        free(t->seeds);
+        free(t->frames);
+        free(t);
+        return RECAP_ERR_NO_MEMORY;
+    }
     *t_p = t;
     return RECAP_OK;
 }
@@ -107,6 +115,14 @@ recap_status_t recap_tracker_create(const recap_tracker_params_t *params, recap_
     RECAP_CHECK_ARG((params->flags & ~(uint32_t)(RECAP_TRACKER_GRAPH_SAFE |
                                                  RECAP_TRACKER_INFERENCE)) == 0,
                     "unknown tracker flags 0x%x", (unsigned)params->flags);
+    /* The set of live handles, not the magic: a destroyed generator's memory is not read. */
+    RECAP_CHECK_ARG(params->generator == NULL ||
+                    recap__handle_live(params->generator, RECAP_MAGIC_GENERATOR),
+                    "params.generator %p is not a live generator", (void *)params->generator);
+    RECAP_CHECK_ARG(params->host_generator == NULL ||
+                    recap__handle_live(params->host_generator, RECAP_MAGIC_GENERATOR),
+                    "params.host_generator %p is not a live generator",
+                    (void *)params->host_generator);
     RECAP_CHECK_ARG(params->generator == NULL || params->generator->fw == NULL ||
                     !(params->flags & RECAP_TRACKER_GRAPH_SAFE) ||
                     recap__fw_graph_safe(params->generator),
@@ -124,6 +140,7 @@ recap_status_t recap_tracker_create(const recap_tracker_params_t *params, recap_
     } else {
         st = recap_generator_create(params->device, &t->gen);
         if (st != RECAP_OK) {
+            recap__handle_unregister(t, RECAP_MAGIC_TRACKER);
             free(t->seeds);
             free(t->frames);
             free(t);
@@ -143,10 +160,21 @@ recap_status_t recap_tracker_create(const recap_tracker_params_t *params, recap_
 
 recap_status_t recap_tracker_destroy(recap_tracker_h tracker)
 {
+    RECAP_CHECK_LIVE(tracker, RECAP_MAGIC_TRACKER, "tracker");
+    RECAP_CHECK_NOT_IN_FRAMEWORK_OP("recap_tracker_destroy");
+    /* recap_default_tracker_get would hand out the freed handle afterwards. */
+    if (recap__tracker_is_default(tracker))
+        return recap__fail(RECAP_ERR_STATE, "the default tracker cannot be destroyed with "
+                           "recap_tracker_destroy (recap_default_tracker_get would return it); "
+                           "replace it with recap_default_tracker_initialize(params, "
+                           "force_reset=1, ...)");
+    return recap__tracker_destroy(tracker);
+}
+
+recap_status_t recap__tracker_destroy(recap_tracker_h tracker)
+{
     recap__map_t m = {0};
 
-    RECAP_CHECK_ARG(tracker != NULL, "tracker is NULL");
-    RECAP_CHECK_NOT_IN_FRAMEWORK_OP("recap_tracker_destroy");
     recap__lock(&tracker->lock);
     if (tracker->depth > 0) {
         size_t depth = tracker->depth;
@@ -155,6 +183,9 @@ recap_status_t recap_tracker_destroy(recap_tracker_h tracker)
                            "generator would keep a named state; unfork first", depth);
     }
     recap__unlock(&tracker->lock);
+    RECAP_CHECK_ARG(recap__handle_unregister(tracker, RECAP_MAGIC_TRACKER),
+                    "tracker %p destroyed twice at once", (void *)tracker);
+    tracker->magic = RECAP_MAGIC_DEAD;
     recap__scope_untrack(tracker);
     m.slots = tracker->slots;
     m.n = tracker->nslots;
@@ -178,14 +209,15 @@ static void forget_seeds(recap_tracker_h t, void *arg)
 
 recap_status_t recap_tracker_reset(recap_tracker_h tracker)
 {
-    RECAP_CHECK_ARG(tracker != NULL, "tracker is NULL");
+    RECAP_CHECK_HANDLE(tracker, RECAP_MAGIC_TRACKER, "tracker");
     RECAP_CHECK_NOT_IN_FRAMEWORK_OP("recap_tracker_reset");
     return recap__tracker_replace(tracker, NULL, 0, NULL, forget_seeds, NULL, "reset");
 }
 
 recap_status_t recap_tracker_is_initialized(recap_tracker_h tracker, int *initialized_p)
 {
-    RECAP_CHECK_ARG(tracker != NULL && initialized_p != NULL, "NULL argument");
+    RECAP_CHECK_HANDLE(tracker, RECAP_MAGIC_TRACKER, "tracker");
+    RECAP_CHECK_ARG(initialized_p != NULL, "NULL argument");
     RECAP_CHECK_NOT_IN_FRAMEWORK_OP("recap_tracker_is_initialized");
     recap__lock(&tracker->lock);
     *initialized_p = tracker->initialized;
@@ -195,21 +227,24 @@ recap_status_t recap_tracker_is_initialized(recap_tracker_h tracker, int *initia
 
 recap_status_t recap_tracker_is_graph_safe(recap_tracker_h tracker, int *graph_safe_p)
 {
-    RECAP_CHECK_ARG(tracker != NULL && graph_safe_p != NULL, "NULL argument");
+    RECAP_CHECK_HANDLE(tracker, RECAP_MAGIC_TRACKER, "tracker");
+    RECAP_CHECK_ARG(graph_safe_p != NULL, "NULL argument");
     *graph_safe_p = (tracker->flags & RECAP_TRACKER_GRAPH_SAFE) != 0;
     return RECAP_OK;
 }
 
 recap_status_t recap_tracker_generator(recap_tracker_h tracker, recap_generator_h *gen_p)
 {
-    RECAP_CHECK_ARG(tracker != NULL && gen_p != NULL, "NULL argument");
+    RECAP_CHECK_HANDLE(tracker, RECAP_MAGIC_TRACKER, "tracker");
+    RECAP_CHECK_ARG(gen_p != NULL, "NULL argument");
     *gen_p = tracker->gen;
     return RECAP_OK;
 }
 
 recap_status_t recap_tracker_current_name(recap_tracker_h tracker, const char **name_p)
 {
-    RECAP_CHECK_ARG(tracker != NULL && name_p != NULL, "NULL argument");
+    RECAP_CHECK_HANDLE(tracker, RECAP_MAGIC_TRACKER, "tracker");
+    RECAP_CHECK_ARG(name_p != NULL, "NULL argument");
     RECAP_CHECK_NOT_IN_FRAMEWORK_OP("recap_tracker_current_name");
     recap__lock(&tracker->lock);
     *name_p = tracker->current < 0 ? RECAP_RNG_DEFAULT : tracker->slots[tracker->current]->e.name;
@@ -270,7 +305,7 @@ recap_status_t recap_tracker_add(recap_tracker_h tracker, const char *name, uint
     recap_status_t st;
     size_t len;
 
-    RECAP_CHECK_ARG(tracker != NULL, "tracker is NULL");
+    RECAP_CHECK_HANDLE(tracker, RECAP_MAGIC_TRACKER, "tracker");
     RECAP_CHECK_NOT_IN_FRAMEWORK_OP("recap_tracker_add");
     st = recap__check_name(name, &len);
     if (st != RECAP_OK)

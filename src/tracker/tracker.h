@@ -45,6 +45,7 @@ typedef struct recap__frame {
 } recap__frame_t;
 
 struct recap_tracker {
+    uint32_t magic; /* RECAP_MAGIC_TRACKER while live (base/handle.h) */
     recap_lock_t lock;
     uint32_t flags;
     int initialized;
@@ -83,6 +84,7 @@ void recap__scope_untrack(recap_tracker_h t);
 #define RECAP__SNAP_KNOWN_FLAGS (RECAP__SNAP_HAS_HOST | RECAP__SNAP_INITIALIZED)
 
 struct recap_snapshot {
+    uint32_t magic; /* RECAP_MAGIC_SNAPSHOT while live */
     int valid; /* taken or deserialized at least once */
     uint32_t flags;
     uint64_t host_seed, host_offset;
@@ -93,6 +95,7 @@ struct recap_snapshot {
 };
 
 struct recap_states {
+    uint32_t magic; /* RECAP_MAGIC_STATES while live */
     recap__entry_t *e;
     size_t n;
 };
@@ -158,6 +161,11 @@ typedef void (*recap__then_fn)(recap_tracker_h t, void *arg);
 recap_status_t recap__tracker_replace(recap_tracker_h t, const recap__entry_t *e, size_t n,
                                       const recap__gen_values_t *gv, recap__then_fn then,
                                       void *arg, const char *what);
+
+/* recap_tracker_destroy without the default tracker's check (default.c replaces it). */
+recap_status_t recap__tracker_destroy(recap_tracker_h tracker);
+/* Whether t is the process's default tracker. */
+int recap__tracker_is_default(recap_tracker_h t);
 
 /* Drops the slot's references to its object. */
 void recap__slot_release(recap__slot_t *s);

@@ -148,6 +148,7 @@ EXPORT int recap_double_live_execs(void);
 EXPORT int recap_double_live_modules(void);
 EXPORT int recap_double_primary_retains(int device);
 EXPORT void recap_double_fail_next(const char *fn_name, int count);
+EXPORT void recap_double_defer_sync_copies(int on);
 
 EXPORT unsigned long recap_double_launch_count(void)
 {
@@ -228,6 +229,63 @@ static struct {
     int count;
 } fail_table[MAX_FAIL];
 static int fail_armed; /* entries with count > 0 */
+
+/* recap_double_defer_sync_copies(1): a synchronous host-to-device copy returns with its bytes
+ * staged and lands only at the next synchronization (of any stream, or the context) or the next
+ * synchronous copy, as the DMA of a copy from pageable memory may on a real device: after
+ * kernels launched meanwhile on non-blocking streams (which the double runs at submission). */
+typedef struct pending_copy {
+    CUdeviceptr dst;
+    size_t n;
+    struct pending_copy *next;
+    unsigned char bytes[];
+} pending_copy_t;
+static int defer_copies;
+static pending_copy_t *pending_head, **pending_tail = &pending_head;
+
+EXPORT void recap_double_defer_sync_copies(int on)
+{
+    __atomic_store_n(&defer_copies, on, __ATOMIC_RELAXED);
+}
+
+/* Lands the staged copies in order; the caller holds `lock`. */
+static void land_copies_locked(void)
+{
+    pending_copy_t *p;
+
+    while ((p = pending_head) != NULL) {
+        pending_head = p->next;
+        memcpy((void *)(uintptr_t)p->dst, p->bytes, p->n);
+        free(p);
+    }
+    pending_tail = &pending_head;
+}
+
+static void land_copies(void)
+{
+    pthread_mutex_lock(&lock);
+    land_copies_locked();
+    pthread_mutex_unlock(&lock);
+}
+
+/* Stages a copy when deferring; 0 when the caller copies now. */
+static int stage_copy(CUdeviceptr dst, const void *src, size_t n)
+{
+    pending_copy_t *p;
+
+    if (!__atomic_load_n(&defer_copies, __ATOMIC_RELAXED) ||
+        (p = malloc(sizeof(*p) + n)) == NULL)
+        return 0;
+    p->dst = dst;
+    p->n = n;
+    p->next = NULL;
+    memcpy(p->bytes, src, n);
+    pthread_mutex_lock(&lock);
+    *pending_tail = p;
+    pending_tail = &p->next;
+    pthread_mutex_unlock(&lock);
+    return 1;
+}
 
 EXPORT void recap_double_fail_next(const char *fn_name, int count)
 {
@@ -699,7 +757,9 @@ EXPORT CUresult cuMemcpyHtoD_v2(CUdeviceptr dst, const void *src, size_t n)
         return rc;
     if (src == NULL || check_range(dst, n) != CUDA_SUCCESS)
         return CUDA_ERROR_INVALID_VALUE;
-    memcpy((void *)(uintptr_t)dst, src, n);
+    land_copies();
+    if (!stage_copy(dst, src, n))
+        memcpy((void *)(uintptr_t)dst, src, n);
     return CUDA_SUCCESS;
 }
 
@@ -714,6 +774,7 @@ EXPORT CUresult cuMemcpyDtoH_v2(void *dst, CUdeviceptr src, size_t n)
         return rc;
     if (dst == NULL || check_range(src, n) != CUDA_SUCCESS)
         return CUDA_ERROR_INVALID_VALUE;
+    land_copies();
     memcpy(dst, (const void *)(uintptr_t)src, n);
     return CUDA_SUCCESS;
 }
@@ -966,6 +1027,7 @@ static CUresult stream_synchronize(CUstream s, int per_thread)
     CUresult rc;
 
     pthread_mutex_lock(&lock);
+    land_copies_locked();
     rc = resolve_locked(s, per_thread, &st);
     if (rc == CUDA_SUCCESS) {
         if (st != NULL && st->cap != NULL) {
@@ -1001,6 +1063,7 @@ EXPORT CUresult cuCtxSynchronize(void)
     if (current() == NULL)
         return CUDA_ERROR_INVALID_CONTEXT;
     pthread_mutex_lock(&lock);
+    land_copies_locked();
     rc = CUDA_SUCCESS;
     for (double_capture_t *c = captures; c != NULL; c = c->next)
         if (c->stream->device == ctx_device(current())) {
