@@ -27,7 +27,6 @@ import ctypes.util
 import itertools
 import os
 import sys
-import tempfile
 import threading
 
 import torch

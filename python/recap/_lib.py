@@ -91,7 +91,7 @@ def _candidates():
 
 
 def _load() -> ctypes.CDLL:
-    global _lib, _path
+    global _path
     errors = []
     for path in _candidates():
         if os.sep in path and not os.path.exists(path):
