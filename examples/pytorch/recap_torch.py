@@ -23,7 +23,6 @@ What it gives a PyTorch training job (see README.md beside this file):
 """
 import contextlib
 import ctypes
-import ctypes.util
 import itertools
 import os
 import sys
@@ -32,10 +31,11 @@ import threading
 import torch
 
 try:
-    import recap  # noqa: F401 - installed (pip install ./python)
+    import recap  # installed (pip install ./python)
 except ImportError:  # the source tree's package
     sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..",
                                     "python"))
+    import recap
 from recap import RecapError as _PackageError  # noqa: E402
 
 try:
@@ -50,31 +50,32 @@ __all__ = ["RecapError", "Runtime", "Tracker", "dropout", "TorchHost", "Recomput
 
 # ------------------------------------------------------------------------------- C ABI mirror
 
-RECAP_OK = 0
-RECAP_ERR_STATE = -11
-RECAP_DEVICE_HOST = -1
-RECAP_TRACKER_GRAPH_SAFE = 1
+# What the recap package already declares (checked against recap.h by its tests) is taken from
+# it; the region declarations below are this example's.
+from recap import _abi  # noqa: E402
+
+RECAP_OK = _abi.RECAP_OK
+RECAP_ERR_STATE = _abi.RECAP_ERR_STATE
+RECAP_DEVICE_HOST = _abi.RECAP_DEVICE_HOST
+RECAP_TRACKER_GRAPH_SAFE = _abi.RECAP_TRACKER_GRAPH_SAFE
 RECAP_REGION_RETAIN_INPUTS = 1
 RECAP_TYPE_VOID, RECAP_TYPE_UINT64, RECAP_TYPE_BUFFER, RECAP_TYPE_BUFFER_OUT = 0, 4, 8, 9
 RECAP_PASS_FIRST, RECAP_PASS_RECOMPUTE = 0, 1
 RECAP_REGION_STATES = ("NEW", "RECORDED", "RELEASED", "REBUILT", "DONE")
-HOOKS_NAMES = {0: "none", 1: "preload", 2: "cupti", 3: "injection"}
+HOOKS_NAMES = {_abi.RECAP_HOOKS_NONE: "none", _abi.RECAP_HOOKS_PRELOAD: "preload",
+               _abi.RECAP_HOOKS_CUPTI: "cupti", _abi.RECAP_HOOKS_INJECTION: "injection"}
 
-DEFAULT = "default-rng"
-MODEL_PARALLEL = "model-parallel-rng"
-EXPERT_PARALLEL = "expert-parallel-rng"
-DATA_PARALLEL = "data-parallel-rng"
+DEFAULT = _abi.RECAP_RNG_DEFAULT
+MODEL_PARALLEL = _abi.RECAP_RNG_MODEL_PARALLEL
+EXPERT_PARALLEL = _abi.RECAP_RNG_EXPERT_PARALLEL
+DATA_PARALLEL = _abi.RECAP_RNG_DATA_PARALLEL
 
-c_status = ctypes.c_int
-vp = ctypes.c_void_p
+c_status = _abi.c_status
+vp = _abi.vp
 
 
-class PhiloxArgs(ctypes.Structure):
+class PhiloxArgs(_abi.PhiloxArgs):
     """recap_philox_args_t (include/recap/philox.h)."""
-    _fields_ = [("seed", ctypes.c_uint64), ("offset", ctypes.c_uint64),
-                ("seed_ptr", vp), ("offset_ptr", vp),
-                ("offset_intragraph", ctypes.c_uint64),
-                ("captured", ctypes.c_uint32), ("reserved", ctypes.c_uint32)]
 
     def copy(self):
         c = PhiloxArgs()
@@ -88,27 +89,18 @@ class PhiloxArgs(ctypes.Structure):
         return f"PhiloxArgs(seed={self.seed}, offset={self.offset})"
 
 
-class TrackerParams(ctypes.Structure):
-    _fields_ = [("flags", ctypes.c_uint32), ("generator", vp), ("device", ctypes.c_int),
-                ("host_generator", vp)]
+TrackerParams = _abi.TrackerParams
 
 
-class ParallelRanks(ctypes.Structure):
-    """recap_parallel_ranks_t."""
-    _fields_ = [(n, ctypes.c_int) for n in (
-        "tp_rank", "tp_size", "ep_rank", "ep_size", "etp_rank", "etp_size",
-        "gtp_remat_rank", "gtp_remat_size", "egtp_remat_rank", "egtp_remat_size")]
+class ParallelRanks(_abi.ParallelRanks):
+    """recap_parallel_ranks_t, given as (rank, size) pairs."""
 
     def __init__(self, tp=(0, 1), ep=(0, 1), etp=(0, 1), gtp_remat=(0, 1), egtp_remat=(0, 1)):
         super().__init__(tp[0], tp[1], ep[0], ep[1], etp[0], etp[1], gtp_remat[0], gtp_remat[1],
                          egtp_remat[0], egtp_remat[1])
 
 
-class CaptureStats(ctypes.Structure):
-    _fields_ = [(n, ctypes.c_uint64) for n in (
-        "captures", "graphs_with_rng", "launches", "slot_writes", "states_primed",
-        "live_records")]
-
+class CaptureStats(_abi.CaptureStats):
     def as_dict(self):
         return {n: getattr(self, n) for n, _ in self._fields_}
 
@@ -208,46 +200,14 @@ _PROTOS = {
 RecapError = _PackageError
 
 
-def _preloaded():
-    """The librecap named in LD_PRELOAD, if any: the plugin must use that very instance (a
-    second copy would not see what the hooks report)."""
-    for tok in os.environ.get("LD_PRELOAD", "").replace(":", " ").split():
-        if os.path.basename(tok).startswith("librecap.so"):
-            return tok
-    return None
-
-
-def _find_library():
-    """The preloaded librecap, else RECAP_LIB (a file or a folder), else the loader's search
-    (LD_LIBRARY_PATH, ldconfig), else the build tree this file sits in."""
-    pre = _preloaded()
-    if pre:
-        return pre
-    env = os.environ.get("RECAP_LIB")
-    if env:
-        return os.path.join(env, "librecap.so") if os.path.isdir(env) else env
-    for name in ("librecap.so.1", "librecap.so"):
-        try:
-            ctypes.CDLL(name)
-            return name
-        except OSError:
-            pass
-    found = ctypes.util.find_library("recap")
-    if found:
-        return found
-    tree = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "src", ".libs",
-                        "librecap.so")
-    if os.path.exists(tree):
-        return os.path.normpath(tree)
-    raise OSError("librecap not found: set RECAP_LIB to librecap.so (or its folder)")
-
-
 class Runtime:
     """librecap, loaded once per process (``Runtime.get()``)."""
     _instance = None
 
     def __init__(self, path=None):
-        self.path = path or _find_library()
+        # The package's lookup: the preloaded copy first (a second copy would not see what the
+        # hooks report), then RECAP_LIB, the wheel's copy, the build tree, the loader's path.
+        self.path = path or recap.library_path()
         self.lib = ctypes.CDLL(self.path)
         for name, (argtypes, restype) in _PROTOS.items():
             f = getattr(self.lib, name)

@@ -79,8 +79,8 @@ def _candidates():
         yield pre
         return
     env = os.environ.get("RECAP_LIB")
-    if env:
-        yield env
+    if env:  # the library, or the folder holding it
+        yield os.path.join(env, "librecap.so.1") if os.path.isdir(env) else env
         return
     here = os.path.dirname(os.path.abspath(__file__))
     yield os.path.join(here, "_lib", "librecap.so.1")
