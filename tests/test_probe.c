@@ -305,27 +305,13 @@ static const char *tool(void)
 static char *probe(const char *env, const char *args, int merge, int *status_p)
 {
     char cmd[4096];
-    size_t len = 0, cap = 1 << 16;
-    char *out = malloc(cap);
-    FILE *f;
-    int ws;
 
     /* python3 is not asked unless a test says so (`env` comes after): importing torch on the GPU
-     * machine would cost seconds a run */
+     * machine would cost seconds a run. A crash shows as 128 + signal: no assertion expects
+     * that. */
     snprintf(cmd, sizeof(cmd), "RECAP_PROBE_PYTHON_TIMEOUT=0 %s %s %s %s", env, tool(), args,
              merge ? "2>&1" : "2>/dev/null");
-    f = popen(cmd, "r");
-    ck_assert_msg(f != NULL && out != NULL, "cannot run %s", cmd);
-    while (!feof(f) && !ferror(f)) {
-        if (len + 4096 >= cap)
-            ck_assert_ptr_nonnull(out = realloc(out, cap *= 2));
-        len += fread(out + len, 1, cap - len - 1, f);
-    }
-    out[len] = '\0';
-    ws = pclose(f);
-    ck_assert_msg(ws != -1 && WIFEXITED(ws), "%s did not exit", cmd);
-    *status_p = WEXITSTATUS(ws); /* a crash shows as 128 + signal: no assertion expects that */
-    return out;
+    return tu_shell(cmd, status_p);
 }
 
 /* Runs the tool with --json and parses what it printed. */
