@@ -20,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import functools
+import os
 import threading
 import weakref
 from typing import Dict, Iterable, List, Optional
@@ -67,6 +68,59 @@ def _state_tensor(buf) -> torch.Tensor:
                             dtype=torch.uint8)
 
 
+class _FastCtx(ctypes.Structure):
+    """recap_torch_ctx_t of recap/_torchops.c: the table's ``framework`` pointer."""
+    _fields_ = [("slow", ctypes.POINTER(_abi.FrameworkOps)), ("impl", ctypes.c_void_p)]
+
+
+# at::CUDAGeneratorImpl's accessors in libtorch_cuda (recap/_torchops.c says why these three).
+_TORCH_ACCESSORS = ("_ZNK2at17CUDAGeneratorImpl12current_seedEv",
+                    "_ZNK2at17CUDAGeneratorImpl24philox_offset_per_threadEv",
+                    "_ZN2at17CUDAGeneratorImpl28set_philox_offset_per_threadEm")
+_torchops_lib = None
+_torchops_tried = False
+
+
+def _torchops():
+    """recap/_lib/librecap_torch.so bound to torch's accessors, or None (not built, torch without
+    them, or RECAP_TORCH_FASTOPS=0): then the generators use the Python table alone."""
+    global _torchops_lib, _torchops_tried
+    if _torchops_tried:
+        return _torchops_lib
+    _torchops_tried = True
+    if os.environ.get("RECAP_TORCH_FASTOPS") == "0":
+        return None
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_lib", "librecap_torch.so")
+    tlib = os.path.join(os.path.dirname(torch.__file__), "lib", "libtorch_cuda.so")
+    try:
+        shim = ctypes.CDLL(path)
+        torch_cuda = ctypes.CDLL(tlib)  # loaded already: the same copy
+        addrs = [ctypes.cast(getattr(torch_cuda, n), ctypes.c_void_p) for n in _TORCH_ACCESSORS]
+    except (OSError, AttributeError):
+        return None
+    shim.recap_torch_bind.argtypes = [ctypes.c_void_p] * 3
+    shim.recap_torch_bind.restype = ctypes.c_int
+    if shim.recap_torch_bind(*addrs) != 0:
+        return None
+    for name in ("recap_torch_state_get", "recap_torch_state_set"):
+        fn = getattr(shim, name)
+        fn.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_char_p]
+        fn.restype = ctypes.c_int
+    _torchops_lib = shim
+    return shim
+
+
+def _impl(gen: torch.Generator) -> int:
+    """The at::CUDAGeneratorImpl behind a torch.Generator: the object (THPGenerator) holds an
+    at::Generator, one intrusive pointer, right after its Python header. Checked against torch's
+    own API (TorchGenerator._check_fast) before anything relies on it."""
+    return ctypes.c_void_p.from_address(id(gen) + object.__basicsize__).value or 0
+
+
+def _pack(seed: int, offset: int) -> bytes:
+    return seed.to_bytes(8, "little") + offset.to_bytes(8, "little")
+
+
 class TorchGenerator:
     """A torch CUDA default generator as a recap framework generator (one per device).
 
@@ -85,20 +139,81 @@ class TorchGenerator:
         self._installed: Optional[int] = None
         self._lock = threading.RLock()
         self._error: Optional[BaseException] = None
-        self._ops = self._make_ops()
+        self._slow = self._make_ops()
+        self._ctx = _FastCtx(ctypes.pointer(self._slow), 0)
+        self._fast = self._fast_ops()
+        self._ops = self._fast or self._slow
         h = ctypes.c_void_p()
-        check(lib().recap_generator_create_framework(ctypes.byref(self._ops), None, index,
+        check(lib().recap_generator_create_framework(ctypes.byref(self._ops),
+                                                     ctypes.byref(self._ctx), index,
                                                      ctypes.byref(h)),
               "recap_generator_create_framework")
         self.handle = h
 
+    @property
+    def fast(self) -> bool:
+        """Whether the value operations run in C (recap/_torchops.c) rather than Python."""
+        return self._fast is not None
+
+    def _fast_ops(self) -> Optional[_abi.FrameworkOps]:
+        """The table with get_state/set_state/state_get/state_set from recap/_torchops.c, when it
+        is there and reads and writes what torch's Python API does on this torch."""
+        shim = _torchops()
+        if shim is None:
+            return None
+        self._ctx.impl = _impl(self.torch_generator)
+        if not self._ctx.impl or not self._check_fast(shim):
+            self._ctx.impl = 0
+            return None
+        ops = _abi.FrameworkOps()
+        ctypes.pointer(ops)[0] = self._slow
+        for field in ("get_state", "set_state", "state_get", "state_set"):
+            ftype = dict(_abi.FrameworkOps._fields_)[field]
+            addr = ctypes.cast(getattr(shim, "recap_torch_" + field), ctypes.c_void_p).value
+            setattr(ops, field, ftype(addr))
+        return ops
+
+    def _check_fast(self, shim) -> bool:
+        """Reads and writes through the C accessors agree with torch's get_state/set_state, on
+        the default generator and on a graph-safe state object."""
+        g = self.torch_generator
+        saved = g.get_state()
+        try:
+            for obj in (g, g.clone_state()):
+                impl = _impl(obj)
+                for seed, offset in ((0x5EED_1234_ABCD, 8), (7, 4096 + 12)):
+                    obj.set_state(torch.frombuffer(bytearray(_pack(seed, offset)),
+                                                   dtype=torch.uint8))
+                    buf = ctypes.create_string_buffer(_abi.RECAP_STATE_BYTES)
+                    if shim.recap_torch_state_get(None, impl, buf) != _OK or \
+                            buf.raw != _pack(seed, offset):
+                        return False
+                    if shim.recap_torch_state_set(ctypes.addressof(self._ctx), impl,
+                                                  _pack(seed, offset + 40)) != _OK or \
+                            _state_bytes(obj.get_state()) != _pack(seed, offset + 40):
+                        return False
+            return True
+        except Exception:  # noqa: BLE001 - any surprise means: not this torch
+            return False
+        finally:
+            g.set_state(saved)
+
     # -------------------------------------------------------------- objects by handle
 
     def _new_handle(self, gen: torch.Generator, refs: int) -> int:
+        """A handle for recap: with the C operations, the object's at::CUDAGeneratorImpl (which
+        they read and write); otherwise a number. Unique while the object lives here."""
         with self._lock:
-            h = self._next
-            self._next += 1
-            self._objects[h] = [gen, refs]
+            if self._ctx.impl:
+                h = _impl(gen)
+            else:
+                h = self._next
+                self._next += 1
+            e = self._objects.get(h)
+            if e is not None:  # another wrapper of the same torch object: the same state
+                e[1] += refs
+            else:
+                self._objects[h] = [gen, refs]
             return h
 
     def object(self, handle) -> torch.Generator:
@@ -257,24 +372,48 @@ def register_with(graph, states: Iterable[torch.Generator]) -> int:
 # ------------------------------------------------------------------ graphs on = graphs off
 
 
-@contextlib.contextmanager
-def exact_capture():
+_all_devices = False
+
+
+def _default_generators() -> None:
+    """Each device's default generator as a recap generator, once, so every scope restores it."""
+    global _all_devices
+    if not _all_devices:
+        for i in range(torch.cuda.device_count()):
+            generator(i)
+        _all_devices = True
+
+
+class exact_capture(contextlib.ContextDecorator):
     """Warm-ups and captures inside leave every generator recap knows where it was: torch's
     default CUDA generators (of every device) and every recap tracker's states (recap's
     recap_exact_capture_enter/leave). So the first replay of a graph captured inside draws what
     the first eager step would have, and a graphed run reproduces the eager one bit for bit.
     Restores on exceptions too; nests; process-wide (no other thread should draw meanwhile).
-    ``RECAP_EXACT_CAPTURE=0`` makes it do nothing."""
-    for i in range(torch.cuda.device_count()):
-        generator(i)  # each device's default generator, so the scope restores it
-    scope = ctypes.c_void_p()
-    check(lib().recap_exact_capture_enter(ctypes.byref(scope)), "recap_exact_capture_enter")
-    try:
-        yield
-    except BaseException:
-        lib().recap_exact_capture_leave(scope)
-        raise
-    check(lib().recap_exact_capture_leave(scope), "recap_exact_capture_leave")
+    ``RECAP_EXACT_CAPTURE=0`` makes it do nothing. A class rather than a generator function:
+    entering and leaving cost two C calls (with the C operations of recap/_torchops.c, about a
+    microsecond in all; see bench/RESULTS.md)."""
+
+    __slots__ = ("_scope",)
+
+    def __init__(self) -> None:
+        self._scope = None
+
+    def __enter__(self) -> "exact_capture":
+        if self._scope is not None:
+            raise RuntimeError("recap.torch.exact_capture: this scope is entered already")
+        _default_generators()
+        scope = ctypes.c_void_p()
+        check(lib().recap_exact_capture_enter(ctypes.byref(scope)), "recap_exact_capture_enter")
+        self._scope = scope
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> bool:
+        scope, self._scope = self._scope, None
+        st = lib().recap_exact_capture_leave(scope)
+        if exc_type is None:  # an exception inside wins over a failed restore
+            check(st, "recap_exact_capture_leave")
+        return False
 
 
 # The line a user writes around a hand-written warm-up and torch.cuda.graph.

@@ -14,11 +14,23 @@ eager training bit for bit, dropout included, with recap's exact-capture scope.
 4. The scope's costs: per-replay time with and without it, entering+leaving it from Python.
 Exit status 0 when every check holds.
 """
+import os
 import statistics
 import sys
 import time
 
-import torch
+# Eager training must first be reproducible by itself: cuBLAS picks its reduction order by
+# workspace, and graph capture runs on other streams, so the workspace is fixed as PyTorch's
+# reproducibility notes ask (RECAP_GRAPHS_DETERMINISTIC=0 leaves torch's defaults).
+DETERMINISTIC = os.environ.get("RECAP_GRAPHS_DETERMINISTIC", "1") != "0"
+if DETERMINISTIC:
+    os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
+
+import torch  # noqa: E402
+
+if DETERMINISTIC:
+    torch.use_deterministic_algorithms(True, warn_only=True)
+    torch.backends.cudnn.benchmark = False
 
 import recap.megatron  # noqa: F401 - trackers; install() below
 import recap.torch as rt
@@ -34,6 +46,9 @@ def check(cond, what):
 
 
 class MLP(torch.nn.Module):
+    """Two dropouts: the first draws from torch's default generator, the second inside a fork of
+    recap.megatron's tracker (graph-safe states, as Megatron's attention dropout draws)."""
+
     def __init__(self, p=0.1):
         super().__init__()
         self.fc1 = torch.nn.Linear(64, 128)
@@ -42,7 +57,14 @@ class MLP(torch.nn.Module):
 
     def forward(self, x):
         h = torch.nn.functional.dropout(torch.relu(self.fc1(x)), self.p, training=True)
-        return torch.nn.functional.dropout(self.fc2(h), self.p, training=True)
+        with recap.megatron.get_cuda_rng_tracker().fork():
+            return torch.nn.functional.dropout(self.fc2(h), self.p, training=True)
+
+
+def seed_all():
+    """torch's default generator and the tracker's states, the same for every run."""
+    recap.megatron.model_parallel_cuda_manual_seed(
+        1234, use_cudagraphable_rng=True, tp_rank=0, ep_rank=0, etp_rank=0, force_reset_rng=True)
 
 
 def block(p=0.1):
@@ -56,25 +78,28 @@ def data(shape):
 
 
 def train(make, shape, graphed, graph_fn, steps=STEPS, start=None):
-    """Losses of `steps` SGD steps and the final parameters. start: (model state, rng state)
-    to resume from."""
+    """Losses of `steps` SGD steps, the final parameters and the first step's gradients.
+    start: a checkpoint() to resume from."""
     torch.manual_seed(0)
     model = make().cuda()
-    torch.cuda.manual_seed(1234)
+    seed_all()
     if start is not None:
         model.load_state_dict(start[0])
         torch.cuda.set_rng_state(start[1])
+        recap.megatron.get_cuda_rng_tracker().set_states(start[2])
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
     x = data(shape)
     run = graph_fn(model, (x,)) if graphed else model
-    losses = []
+    losses, grads1 = [], None
     for _ in range(steps):
         opt.zero_grad(set_to_none=False)
         loss = (run(x) ** 2).mean()
         loss.backward()
+        if grads1 is None:
+            grads1 = [p.grad.detach().clone() for p in model.parameters()]
         opt.step()
         losses.append(loss.detach().clone())
-    return torch.stack(losses), [p.detach().clone() for p in model.parameters()]
+    return torch.stack(losses), [p.detach().clone() for p in model.parameters()], grads1
 
 
 def equal(a, b):
@@ -86,8 +111,22 @@ def first_diff(a, b):
     return int(d[0]) + 1 if len(d) else None
 
 
+def explain(name, a, b):
+    """Where two runs part: the first step whose loss differs, and the first step's gradients."""
+    if equal(a, b):
+        return
+    gd = [float((x - y).abs().max()) for x, y in zip(a[2], b[2])]
+    print(f"info  {name}: losses differ from step {first_diff(a, b)}; step-1 gradients' largest "
+          f"differences per parameter {['%.3g' % v for v in gd]}")
+
+
 def graphed_training():
     torch_fn = rt._orig_make_graphed_callables or torch.cuda.make_graphed_callables
+    print(f"info  deterministic settings: {DETERMINISTIC} "
+          f"(CUBLAS_WORKSPACE_CONFIG={os.environ.get('CUBLAS_WORKSPACE_CONFIG')})")
+    base = (train(MLP, (32, 64), False, None), train(MLP, (32, 64), False, None))
+    explain("baseline", *base)
+    check(equal(*base), "baseline: two eager runs are identical")
     for name, make, shape in (("MLP with two dropouts", MLP, (32, 64)),
                               ("transformer encoder layer, dropout 0.1", block, (8, 16, 64))):
         eager = train(make, shape, False, None)
@@ -95,12 +134,14 @@ def graphed_training():
         anchor = train(make, shape, True, torch_fn)
         check(equal(eager, ours), f"{name}: {STEPS} steps graphed (recap) = eager, losses and "
               "parameters bit for bit")
+        explain(f"{name}, recap", eager, ours)
         print(f"info  {name}: torch's own make_graphed_callables differs from eager from step "
               f"{first_diff(eager, anchor)} (the anchor)")
         check(not equal(eager, anchor), f"{name}: the anchor differs (the scope is what fixes it)")
     control = (train(lambda: MLP(0.0), (32, 64), False, None),
                train(lambda: MLP(0.0), (32, 64), True, torch_fn))
     check(equal(*control), "control: dropout 0, torch's own graphs = eager")
+    explain("control", *control)
 
 
 def step_graph(model, x, warmups):
@@ -118,25 +159,37 @@ def step_graph(model, x, warmups):
     return g, y
 
 
-def hand_warmup():
+def hand_warmup(k=4, before=2):
+    """`before` eager steps, then warm-up and capture inside recap.torch.warmup(), then k
+    replays; the reference: before + k eager steps of the same model."""
     torch.manual_seed(0)
     m = MLP().cuda()
     x = data((32, 64))
-    torch.cuda.manual_seed(99)
+    seed_all()
+    with torch.no_grad():
+        for _ in range(before):
+            m(x)
     g, y = step_graph(m, x, 3)
     replays = []
-    for _ in range(4):
+    for _ in range(k):
         g.replay()
-        replays.append(y.clone())
+        replays.append(y.detach().clone())
     torch.manual_seed(0)
     e = MLP().cuda()
-    torch.cuda.manual_seed(99)
-    eager = [e(x).detach() for _ in range(4)]
+    seed_all()
+    with torch.no_grad():
+        eager = [e(x) for _ in range(before + k)][before:]
     check(all(torch.equal(a, b) for a, b in zip(replays, eager)),
-          "hand-written warm-up + torch.cuda.graph in recap.torch.warmup(): 4 replays = 4 eager "
-          "steps")
+          f"hand-written warm-up + torch.cuda.graph in recap.torch.warmup() after {before} eager "
+          f"steps: {k} replays = the next {k} eager steps")
     check(not torch.equal(replays[0], replays[1]), "replays draw fresh masks")
     return g
+
+
+def checkpoint(model):
+    """What a training checkpoint holds of the model and the generators."""
+    return ({k: v.clone() for k, v in model.state_dict().items()}, torch.cuda.get_rng_state(),
+            recap.megatron.get_cuda_rng_tracker().get_states())
 
 
 def restart():
@@ -144,20 +197,20 @@ def restart():
     full = train(MLP, (32, 64), False, None, steps=STEPS)
     torch.manual_seed(0)
     m = MLP().cuda()
-    torch.cuda.manual_seed(1234)
+    seed_all()
     opt = torch.optim.SGD(m.parameters(), lr=0.01)
     x = data((32, 64))
     for _ in range(n):
         opt.zero_grad(set_to_none=False)
         (m(x) ** 2).mean().backward()
         opt.step()
-    saved = ({k: v.clone() for k, v in m.state_dict().items()}, torch.cuda.get_rng_state())
+    saved = checkpoint(m)
     rest = train(MLP, (32, 64), True, torch.cuda.make_graphed_callables, steps=STEPS - n,
                  start=saved)
     check(torch.equal(rest[0], full[0][n:]) and
           all(torch.equal(p, q) for p, q in zip(rest[1], full[1])),
-          f"checkpoint at step {n} of an eager run, restored into a graphed run: steps "
-          f"{n + 1}..{STEPS} equal the eager run's")
+          f"checkpoint (model, torch's generator, the tracker's states) at step {n} of an eager "
+          f"run, restored into a graphed run: steps {n + 1}..{STEPS} equal the eager run's")
 
 
 def costs(g):
@@ -185,8 +238,9 @@ def costs(g):
     plain = torch.cuda.CUDAGraph()
     with torch.cuda.graph(plain):
         m(x).sum().backward()
-    with_scope = statistics.median(per_replay(g) for _ in range(7))
-    without = statistics.median(per_replay(plain) for _ in range(7))
+    pairs = [(per_replay(g), per_replay(plain)) for _ in range(7)]  # interleaved
+    with_scope = statistics.median(a for a, _ in pairs)
+    without = statistics.median(b for _, b in pairs)
     print(f"| graphed MLP step, us per replay | captured in the scope {with_scope:.2f} | without "
           f"{without:.2f} | ratio {with_scope / without:.3f} |")
     recap.megatron.model_parallel_cuda_manual_seed(
@@ -194,15 +248,27 @@ def costs(g):
     t = recap.megatron.get_cuda_rng_tracker()
     for i in range(5):
         t.add(f"extra-{i}", 100 + i)
-    times = []
-    for _ in range(5):
-        t0 = time.perf_counter()
-        for _ in range(200):
-            with rt.exact_capture():
-                pass
-        times.append((time.perf_counter() - t0) / 200 * 1e6)
-    print(f"| enter+leave the scope from Python, 8 graph-safe torch states | "
-          f"{statistics.median(times):.1f} us |")
+    def per_call(fn, n=2000):
+        times = []
+        for _ in range(7):
+            t0 = time.perf_counter()
+            for _ in range(n):
+                fn()
+            times.append((time.perf_counter() - t0) / n * 1e6)
+        return statistics.median(times)
+
+    def scope():
+        with rt.exact_capture():
+            pass
+
+    scope()
+    check(rt.generator(0).fast, "torch's generators take their value operations from "
+          "recap/_torchops.c (checked against torch's own get_state/set_state)")
+    floor = per_call(recap._lib.lib().recap_abi_version)  # one ctypes call: the anchor
+    took = per_call(scope)
+    print(f"| enter+leave the scope from Python, {len(t.get_states())} graph-safe tracker states "
+          f"+ torch's default generator, C operations {rt.generator(0).fast} | {took:.2f} us | "
+          f"one ctypes call {floor:.2f} us | target 2 us |")
 
 
 if __name__ == "__main__":
