@@ -89,6 +89,12 @@ class FrameworkOps(ctypes.Structure):
                 ("needs_registration", NeedsRegistrationFn)]
 
 
+class FrameworkInfo(ctypes.Structure):
+    """recap_framework_info_t"""
+    _fields_ = [("name", ctypes.c_char * 64), ("device", ctypes.c_int),
+                ("graph_safe", ctypes.c_int), ("trackers", ctypes.c_int)]
+
+
 class CaptureEventInfo(ctypes.Structure):
     """recap_capture_event_info_t"""
     _fields_ = [("event", ctypes.c_int), ("source", ctypes.c_int), ("stream", vp),
@@ -155,6 +161,7 @@ DECLS = {
     "recap_generator_set_state": ([vp, u8p], _S),
     "recap_generator_reserve": ([vp, vp, ctypes.c_uint64, P(PhiloxArgs)], _S),
     "recap_generator_create_framework": ([P(FrameworkOps), vp, ctypes.c_int, P(vp)], _S),
+    "recap_framework_generators": ([P(FrameworkInfo), ctypes.c_size_t, P(ctypes.c_size_t)], _S),
     "recap_generator_is_framework": ([vp, P(ctypes.c_int)], _S),
     "recap_generator_needs_registration": ([vp, P(ctypes.c_int)], _S),
     "recap_capture_needs_registration": ([P(ctypes.c_int)], _S),

@@ -14,8 +14,10 @@ eager training bit for bit, dropout included, with recap's exact-capture scope.
 4. The scope's costs: per-replay time with and without it, entering+leaving it from Python.
 Exit status 0 when every check holds.
 """
+import ctypes
 import os
 import statistics
+import subprocess
 import sys
 import time
 
@@ -92,10 +94,12 @@ def train(make, shape, graphed, graph_fn, steps=STEPS, start=None):
     run = graph_fn(model, (x,)) if graphed else model
     losses, grads1 = [], None
     for _ in range(steps):
-        opt.zero_grad(set_to_none=False)
+        opt.zero_grad(set_to_none=True)
         loss = (run(x) ** 2).mean()
         loss.backward()
-        if grads1 is None:
+        if grads1 is None:  # (grads go to None each step, as in torch's make_graphed_callables
+            # example: with zeroed grads kept, even dropout-0 runs through torch's own graphs,
+            # recap not involved, parted from eager at step 3 on the H200)
             grads1 = [p.grad.detach().clone() for p in model.parameters()]
         opt.step()
         losses.append(loss.detach().clone())
@@ -201,7 +205,7 @@ def restart():
     opt = torch.optim.SGD(m.parameters(), lr=0.01)
     x = data((32, 64))
     for _ in range(n):
-        opt.zero_grad(set_to_none=False)
+        opt.zero_grad(set_to_none=True)
         (m(x) ** 2).mean().backward()
         opt.step()
     saved = checkpoint(m)
@@ -243,12 +247,26 @@ def costs(g):
     without = statistics.median(b for _, b in pairs)
     print(f"| graphed MLP step, us per replay | captured in the scope {with_scope:.2f} | without "
           f"{without:.2f} | ratio {with_scope / without:.3f} |")
-    recap.megatron.model_parallel_cuda_manual_seed(
-        1, use_cudagraphable_rng=True, tp_rank=0, ep_rank=0, etp_rank=0, force_reset_rng=True)
-    t = recap.megatron.get_cuda_rng_tracker()
-    for i in range(5):
-        t.add(f"extra-{i}", 100 + i)
-    def per_call(fn, n=2000):
+    info = (recap._abi.FrameworkInfo * 8)()
+    n = ctypes.c_size_t()
+    recap._lib.call("recap_framework_generators", info, 8, ctypes.byref(n))
+    print("info  framework generators now: " + ", ".join(
+        f"{info[i].name.decode()} driven by {info[i].trackers} tracker(s)"
+        for i in range(min(n.value, 8))))
+    check(rt.generator(0).fast, "torch's generators take their value operations from "
+          "recap/_torchops.c (checked against torch's own get_state/set_state)")
+    for env, what in (({}, "C operations"), ({"RECAP_TORCH_FASTOPS": "0"}, "Python operations")):
+        p = subprocess.run([sys.executable, __file__, "scope-cost"], capture_output=True,
+                           text=True, env=dict(os.environ, **env), timeout=120)
+        line = [x for x in p.stdout.splitlines() if x.startswith("|")]
+        print(line[0].replace("| enter+leave", f"| {what}: enter+leave") if line else
+              f"FAIL  scope-cost ({what}): {p.stdout[-500:]} {p.stderr[-1500:]}")
+
+
+def scope_cost():
+    """In a process of its own: one tracker with 8 graph-safe states (Megatron's three, five
+    more) on torch's default generator; entering and leaving the scope, from Python."""
+    def per_call(fn, n=5000):
         times = []
         for _ in range(7):
             t0 = time.perf_counter()
@@ -261,18 +279,23 @@ def costs(g):
         with rt.exact_capture():
             pass
 
+    seed_all()
+    t = recap.megatron.get_cuda_rng_tracker()
+    for i in range(5):
+        t.add(f"extra-{i}", 100 + i)
     scope()
-    check(rt.generator(0).fast, "torch's generators take their value operations from "
-          "recap/_torchops.c (checked against torch's own get_state/set_state)")
     floor = per_call(recap._lib.lib().recap_abi_version)  # one ctypes call: the anchor
     took = per_call(scope)
     print(f"| enter+leave the scope from Python, {len(t.get_states())} graph-safe tracker states "
-          f"+ torch's default generator, C operations {rt.generator(0).fast} | {took:.2f} us | "
-          f"one ctypes call {floor:.2f} us | target 2 us |")
+          f"+ torch's default generator | {took:.2f} us | one ctypes call {floor:.2f} us | "
+          f"target 2 us |")
 
 
 if __name__ == "__main__":
     rt.install()
+    if sys.argv[1:] == ["scope-cost"]:
+        scope_cost()
+        sys.exit(0)
     graphed_training()
     g = hand_warmup()
     restart()
