@@ -27,6 +27,8 @@ def build_torchops(dest):
     if os.environ.get("RECAP_BUILD_TORCHOPS") == "0":
         return
     if not os.path.exists(os.path.join(INCLUDE, "recap", "version.h")):
+        if os.environ.get("RECAP_BUILD_TORCHOPS") == "1":
+            raise RuntimeError("recap/_torchops.c needs a configured tree (include/recap/version.h)")
         return
     cc = shlex.split(os.environ.get("CC") or sysconfig.get_config_var("CC") or "cc")
     src = os.path.join(HERE, "recap", "_torchops.c")

@@ -3,19 +3,23 @@
  * The value operations of recap's framework table for torch's CUDA generators, in C.
  *
  * recap.torch's table is Python: every get or set of a generator's (seed, offset) is a ctypes
- * callback, about 4 us each, and an exact-capture scope over 8 tracker states makes some twenty
- * of them. Here the same reads and writes call torch's own accessors directly
- * (at::CUDAGeneratorImpl::current_seed, philox_offset_per_thread and
- * set_philox_offset_per_thread, exported by libtorch_cuda; recap.torch passes their addresses and
- * checks them against torch's Python API before it uses them), so they cost nanoseconds.
+ * callback, several microseconds each, and an exact-capture scope over 8 tracker states makes
+ * some thirty of them. torch's own C++ accessors are no faster: philox_offset_per_thread() asks
+ * the driver whether the current stream captures (and throws if it does) on every call. So this
+ * file reads and writes the two fields themselves: an at::CUDAGeneratorImpl holds its state as
+ * an intrusive pointer to an at::CUDAGeneratorState, whose seed_ and philox_offset_per_thread_
+ * are plain 64-bit fields. Where they lie is not taken from torch's headers: recap.torch finds
+ * them on the running torch (generator views that share one state, and values set through
+ * torch's API) and checks reads and writes against torch's get_state/set_state before it binds
+ * them here; on any doubt it keeps the Python table.
  *
- * Only calls that cannot throw are made here: a C++ exception must never reach these C frames.
- * set_philox_offset_per_thread throws only for an offset that is not a multiple of 4, refused
- * before the call (RECAP_ERR_MISALIGNED, as recap.h asks of set_state). A write that changes the
- * seed needs set_current_seed, which throws inside a capture: it goes to the Python table, which
- * turns torch's error into a status. Writing the same seed back skips set_current_seed, whose
- * only other effect is to flag cuDNN's RNN dropout state for a reset.
+ * Nothing here calls torch, so nothing can throw into these C frames. An offset that is not a
+ * multiple of 4 is refused (RECAP_ERR_MISALIGNED, as recap.h asks of set_state). A write that
+ * changes the seed goes to the Python table: torch's set_current_seed also resets state that
+ * only it knows (cuDNN's RNN dropout state) and refuses inside a capture. Writing the same seed
+ * back only writes the offset, as torch's set_state does after its set_current_seed.
  */
+#include <stddef.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -23,59 +27,69 @@
 
 #define EXPORT __attribute__((visibility("default")))
 
-typedef uint64_t (*getter_t)(const void *impl);
-typedef void (*setter_t)(void *impl, uint64_t value);
-
 /* What recap.torch passes as the table's `framework` pointer (mirrored in recap/torch.py). */
 typedef struct recap_torch_ctx {
     const recap_framework_ops_t *slow; /* the Python table, for what is not done here */
     void *impl;                        /* the default generator's at::CUDAGeneratorImpl */
 } recap_torch_ctx_t;
 
-static getter_t seed_of;
-static getter_t offset_of;
-static setter_t set_offset;
+static size_t state_at;  /* the state pointer's place in an at::CUDAGeneratorImpl */
+static size_t seed_at;   /* seed_'s place in an at::CUDAGeneratorState */
+static size_t offset_at; /* philox_offset_per_thread_'s */
 
-/* torch's accessors, found by recap.torch in libtorch_cuda. 0, or -1 for a missing one. */
-EXPORT int recap_torch_bind(void *current_seed, void *philox_offset_per_thread,
-                            void *set_philox_offset_per_thread)
+/* The places recap.torch found (bytes, each a multiple of 8). 0, or -1 when refused. */
+EXPORT int recap_torch_bind(size_t state_offset, size_t seed_offset, size_t offset_offset)
 {
-    if (current_seed == NULL || philox_offset_per_thread == NULL ||
-        set_philox_offset_per_thread == NULL)
+    if (state_offset % 8 || seed_offset % 8 || offset_offset % 8 || seed_offset == offset_offset)
         return -1;
-    seed_of = (getter_t)current_seed;
-    offset_of = (getter_t)philox_offset_per_thread;
-    set_offset = (setter_t)set_philox_offset_per_thread;
+    state_at = state_offset;
+    seed_at = seed_offset;
+    offset_at = offset_offset;
     return 0;
 }
 
-static void put(uint8_t state[RECAP_STATE_BYTES], uint64_t seed, uint64_t offset)
+static uint8_t *state_of(const void *impl)
 {
-    memcpy(state, &seed, sizeof(seed));
-    memcpy(state + sizeof(seed), &offset, sizeof(offset));
+    uint8_t *st;
+
+    memcpy(&st, (const uint8_t *)impl + state_at, sizeof(st));
+    return st;
+}
+
+static uint64_t field(const uint8_t *st, size_t at)
+{
+    uint64_t v;
+
+    memcpy(&v, st + at, sizeof(v));
+    return v;
 }
 
 static recap_status_t load(const void *impl, uint8_t state[RECAP_STATE_BYTES])
 {
-    put(state, seed_of(impl), offset_of(impl));
+    const uint8_t *st = state_of(impl);
+    uint64_t seed = field(st, seed_at), offset = field(st, offset_at);
+
+    memcpy(state, &seed, sizeof(seed));
+    memcpy(state + sizeof(seed), &offset, sizeof(offset));
     return RECAP_OK;
 }
 
 /* 1 when written here, 0 when the Python table must do it, or a refusal. */
-static int store(void *impl, const uint8_t state[RECAP_STATE_BYTES], recap_status_t *st)
+static int store(void *impl, const uint8_t state[RECAP_STATE_BYTES], recap_status_t *status)
 {
+    uint8_t *st = state_of(impl);
     uint64_t seed, offset;
 
     memcpy(&seed, state, sizeof(seed));
     memcpy(&offset, state + sizeof(seed), sizeof(offset));
     if (offset % 4 != 0) {
-        *st = RECAP_ERR_MISALIGNED;
+        *status = RECAP_ERR_MISALIGNED;
         return 1;
     }
-    if (seed != seed_of(impl))
+    if (seed != field(st, seed_at))
         return 0;
-    set_offset(impl, offset);
-    *st = RECAP_OK;
+    memcpy(st + offset_at, &offset, sizeof(offset));
+    *status = RECAP_OK;
     return 1;
 }
 

@@ -73,17 +73,14 @@ class _FastCtx(ctypes.Structure):
     _fields_ = [("slow", ctypes.POINTER(_abi.FrameworkOps)), ("impl", ctypes.c_void_p)]
 
 
-# at::CUDAGeneratorImpl's accessors in libtorch_cuda (recap/_torchops.c says why these three).
-_TORCH_ACCESSORS = ("_ZNK2at17CUDAGeneratorImpl12current_seedEv",
-                    "_ZNK2at17CUDAGeneratorImpl24philox_offset_per_threadEv",
-                    "_ZN2at17CUDAGeneratorImpl28set_philox_offset_per_threadEm")
 _torchops_lib = None
 _torchops_tried = False
+_torchops_bound: Optional[bool] = None  # fields found and bound (once per process)
 
 
 def _torchops():
-    """recap/_lib/librecap_torch.so bound to torch's accessors, or None (not built, torch without
-    them, or RECAP_TORCH_FASTOPS=0): then the generators use the Python table alone."""
+    """recap/_lib/librecap_torch.so, or None (not built, or RECAP_TORCH_FASTOPS=0): then the
+    generators use the Python table alone. Bound to the running torch by _bind_torchops."""
     global _torchops_lib, _torchops_tried
     if _torchops_tried:
         return _torchops_lib
@@ -91,23 +88,48 @@ def _torchops():
     if os.environ.get("RECAP_TORCH_FASTOPS") == "0":
         return None
     path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_lib", "librecap_torch.so")
-    tlib = os.path.join(os.path.dirname(torch.__file__), "lib", "libtorch_cuda.so")
     try:
         shim = ctypes.CDLL(path)
-        torch_cuda = ctypes.CDLL(tlib)  # loaded already: the same copy
-        addrs = [ctypes.cast(getattr(torch_cuda, n), ctypes.c_void_p) for n in _TORCH_ACCESSORS]
-    except (OSError, AttributeError):
+    except OSError:
         return None
-    shim.recap_torch_bind.argtypes = [ctypes.c_void_p] * 3
+    shim.recap_torch_bind.argtypes = [ctypes.c_size_t] * 3
     shim.recap_torch_bind.restype = ctypes.c_int
-    if shim.recap_torch_bind(*addrs) != 0:
-        return None
     for name in ("recap_torch_state_get", "recap_torch_state_set"):
         fn = getattr(shim, name)
         fn.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_char_p]
         fn.restype = ctypes.c_int
     _torchops_lib = shim
     return shim
+
+
+def _word(addr: int) -> int:
+    return ctypes.c_uint64.from_address(addr).value
+
+
+def _find_fields(g: torch.Generator):
+    """Where an at::CUDAGeneratorImpl keeps its state pointer, and where that at::CUDAGeneratorState
+    keeps seed_ and philox_offset_per_thread_, on this torch: (state, seed, offset) in bytes, or
+    None. The state pointer is the one word that two views of one state (``g`` and its
+    graphsafe_get_state()) share and a clone_state() does not; only that word is followed. The
+    two fields are the words of the state equal to values set through torch's API, twice."""
+    views = (g, g.graphsafe_get_state(), g.clone_state())
+    a, b, d = (_impl(v) for v in views)
+    span = range(8, 200, 8)  # inside the impl objects (and the allocator's memory after them)
+    shared = [k for k in span if _word(a + k) == _word(b + k) != _word(d + k)
+              and _word(a + k) % 8 == 0 and _word(a + k) > 1 << 16]
+    if len(shared) != 1:
+        return None
+    state_at = shared[0]
+    st = _word(a + state_at)
+    found = None
+    for seed, offset in ((0x5EED_0000_1234_ABCD, 4096 + 12), (0x1234_5678, 8)):
+        g.set_state(torch.frombuffer(bytearray(_pack(seed, offset)), dtype=torch.uint8))
+        seeds = [k for k in range(0, 64, 8) if _word(st + k) == seed]
+        offsets = [k for k in range(0, 64, 8) if _word(st + k) == offset]
+        if len(seeds) != 1 or len(offsets) != 1 or found not in (None, (seeds[0], offsets[0])):
+            return None
+        found = (seeds[0], offsets[0])
+    return (state_at,) + found
 
 
 def _impl(gen: torch.Generator) -> int:
@@ -157,12 +179,24 @@ class TorchGenerator:
 
     def _fast_ops(self) -> Optional[_abi.FrameworkOps]:
         """The table with get_state/set_state/state_get/state_set from recap/_torchops.c, when it
-        is there and reads and writes what torch's Python API does on this torch."""
+        is there, its fields are found on this torch, and it reads and writes what torch's
+        get_state/set_state do."""
+        global _torchops_bound
         shim = _torchops()
         if shim is None:
             return None
         self._ctx.impl = _impl(self.torch_generator)
-        if not self._ctx.impl or not self._check_fast(shim):
+        saved = self.torch_generator.get_state()
+        try:
+            if _torchops_bound is None:
+                fields = _find_fields(self.torch_generator) if self._ctx.impl else None
+                _torchops_bound = bool(fields) and shim.recap_torch_bind(*fields) == 0
+            ok = _torchops_bound and self._check_fast(shim)
+        except Exception:  # noqa: BLE001 - any surprise means: not on this torch
+            ok = False
+        finally:
+            self.torch_generator.set_state(saved)
+        if not ok:
             self._ctx.impl = 0
             return None
         ops = _abi.FrameworkOps()
@@ -174,29 +208,23 @@ class TorchGenerator:
         return ops
 
     def _check_fast(self, shim) -> bool:
-        """Reads and writes through the C accessors agree with torch's get_state/set_state, on
-        the default generator and on a graph-safe state object."""
+        """Reads and writes through recap/_torchops.c agree with torch's get_state/set_state, on
+        the default generator and on a graph-safe state object (the caller restores the
+        generator)."""
         g = self.torch_generator
-        saved = g.get_state()
-        try:
-            for obj in (g, g.clone_state()):
-                impl = _impl(obj)
-                for seed, offset in ((0x5EED_1234_ABCD, 8), (7, 4096 + 12)):
-                    obj.set_state(torch.frombuffer(bytearray(_pack(seed, offset)),
-                                                   dtype=torch.uint8))
-                    buf = ctypes.create_string_buffer(_abi.RECAP_STATE_BYTES)
-                    if shim.recap_torch_state_get(None, impl, buf) != _OK or \
-                            buf.raw != _pack(seed, offset):
-                        return False
-                    if shim.recap_torch_state_set(ctypes.addressof(self._ctx), impl,
-                                                  _pack(seed, offset + 40)) != _OK or \
-                            _state_bytes(obj.get_state()) != _pack(seed, offset + 40):
-                        return False
-            return True
-        except Exception:  # noqa: BLE001 - any surprise means: not this torch
-            return False
-        finally:
-            g.set_state(saved)
+        for obj in (g, g.clone_state()):
+            impl = _impl(obj)
+            for seed, offset in ((0x5EED_1234_ABCD, 8), (7, 4096 + 12)):
+                obj.set_state(torch.frombuffer(bytearray(_pack(seed, offset)), dtype=torch.uint8))
+                buf = ctypes.create_string_buffer(_abi.RECAP_STATE_BYTES)
+                if shim.recap_torch_state_get(None, impl, buf) != _OK or \
+                        buf.raw[:16] != _pack(seed, offset):
+                    return False
+                if shim.recap_torch_state_set(ctypes.addressof(self._ctx), impl,
+                                              _pack(seed, offset + 40)) != _OK or \
+                        _state_bytes(obj.get_state()) != _pack(seed, offset + 40):
+                    return False
+        return True
 
     # -------------------------------------------------------------- objects by handle
 

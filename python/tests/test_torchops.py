@@ -1,6 +1,6 @@
 # SPDX-License-Identifier: Apache-2.0
-"""recap/_torchops.c without torch: its operations bound to stand-in accessors over a
-(seed, offset) pair, called directly and through a recap framework generator and an
+"""recap/_torchops.c without torch: its operations bound to stand-in generator objects (a
+pointer to a state holding seed and offset, as at::CUDAGeneratorImpl is laid out), called directly and through a recap framework generator and an
 exact-capture scope. The values must be what torch's get_state/set_state layout says, the
 refusals and hand-offs to the Python table as the file describes."""
 import ctypes
@@ -15,28 +15,39 @@ SHIM = os.path.join(os.path.dirname(os.path.abspath(recap.__file__)), "_lib",
                     "librecap_torch.so")
 
 
+class State(ctypes.Structure):
+    """An at::CUDAGeneratorState as this test lays it out: seed and offset after a header."""
+    _fields_ = [("header", ctypes.c_uint64 * 2), ("seed", ctypes.c_uint64),
+                ("offset", ctypes.c_uint64)]
+
+
 class Impl(ctypes.Structure):
-    """What the accessors see as an at::CUDAGeneratorImpl."""
-    _fields_ = [("seed", ctypes.c_uint64), ("offset", ctypes.c_uint64)]
+    """An at::CUDAGeneratorImpl: a pointer to its state after other fields."""
+    _fields_ = [("header", ctypes.c_uint64 * 5), ("state", ctypes.POINTER(State))]
+
+    def __init__(self, seed, offset):
+        super().__init__()
+        self.own = State((0, 0), seed, offset)
+        self.state = ctypes.pointer(self.own)
+
+    @property
+    def seed(self):
+        return self.state[0].seed
+
+    @seed.setter
+    def seed(self, v):
+        self.state[0].seed = v
+
+    @property
+    def offset(self):
+        return self.state[0].offset
+
+    @offset.setter
+    def offset(self, v):
+        self.state[0].offset = v
 
 
-Getter = ctypes.CFUNCTYPE(ctypes.c_uint64, ctypes.c_void_p)
-Setter = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_uint64)
-
-
-def _seed(p):
-    return Impl.from_address(p).seed
-
-
-def _offset(p):
-    return Impl.from_address(p).offset
-
-
-def _set_offset(p, v):
-    Impl.from_address(p).offset = v
-
-
-ACCESSORS = (Getter(_seed), Getter(_offset), Setter(_set_offset))
+FIELDS = (Impl.state.offset, State.seed.offset, State.offset.offset)
 
 
 class Ctx(ctypes.Structure):
@@ -53,10 +64,10 @@ class TorchOps(unittest.TestCase):
     def setUpClass(cls):
         cls.shim = ctypes.CDLL(SHIM)
         bind = cls.shim.recap_torch_bind
-        bind.argtypes = [ctypes.c_void_p] * 3
+        bind.argtypes = [ctypes.c_size_t] * 3
         bind.restype = ctypes.c_int
-        assert bind(None, ctypes.cast(ACCESSORS[1], ctypes.c_void_p), None) == -1
-        assert bind(*(ctypes.cast(a, ctypes.c_void_p) for a in ACCESSORS)) == 0
+        assert bind(4, 16, 24) == -1 and bind(40, 16, 16) == -1  # misplaced fields refused
+        assert bind(*FIELDS) == 0
         for name in ("recap_torch_get_state", "recap_torch_set_state"):
             getattr(cls.shim, name).argtypes = [ctypes.c_void_p, ctypes.c_char_p]
         for name in ("recap_torch_state_get", "recap_torch_state_set"):
