@@ -215,11 +215,6 @@ def restart():
           all(torch.equal(p, q) for p, q in zip(rest[1], full[1])),
           f"checkpoint (model, torch's generator, the tracker's states) at step {n} of an eager "
           f"run, restored into a graphed run: steps {n + 1}..{STEPS} equal the eager run's")
-    torch_fn = rt._orig_make_graphed_callables or torch.cuda.make_graphed_callables
-    anchor = train(MLP, (32, 64), True, torch_fn, steps=STEPS - n, start=saved)
-    d = (anchor[0] != full[0][n:]).nonzero()
-    print(f"info  the same restart through torch's own make_graphed_callables: "
-          + (f"differs from step {n + 1 + int(d[0])} (the anchor)" if len(d) else "equal"))
 
 
 def costs(g):
