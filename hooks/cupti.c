@@ -20,7 +20,6 @@
 #include <cupti.h>
 #endif
 
-#include "base/atfork.h"
 #include "base/dl.h"
 #include "base/env.h"
 #include "base/error.h"

@@ -9,7 +9,6 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "base/atfork.h"
 #include "capture/capture.h"
 #include "base/dl.h"
 #include "base/env.h"

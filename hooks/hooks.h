@@ -7,6 +7,7 @@
 #define RECAP_HOOKS_HOOKS_H
 
 #include "recap.h"
+#include "base/atfork.h"
 
 /* Whether `which` may report events now. The preload front end claims the role the first time
  * an interposed entry point runs while RECAP_HOOKS allows it; CUPTI and injection claim it when
@@ -35,5 +36,9 @@ void *recap__hooks_real_driver(const char *name);
 
 /* CUPTI front end (hooks/cupti.c). */
 recap_status_t recap__cupti_install(recap_hooks_t as);
+
+/* Fork handlers (called by src/process/atfork.c). */
+void recap__cupti_atfork(recap_atfork_t when);  /* cupti.c */
+void recap__hooks_atfork(recap_atfork_t when);  /* frontend.c */
 
 #endif

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * Distributed checkpoint inputs over NCCL, in CI: tests/fake_nccl.c stands in for libnccl.so.2
+ * Distributed checkpoint inputs over NCCL, in CI: tests/double/fake_nccl.c stands in for libnccl.so.2
  * (RECAP_NCCL_LIB) with communicators whose ranks are threads of this process, and the CUDA test
  * double provides the devices (rank r on device r % 2). What is proved: loading and argument
  * errors; slices pad and gather back to exactly the whole's bytes for every size and group; a

@@ -6,7 +6,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "base/atfork.h"
 #include "base/error.h"
 #include "base/lock.h"
 #include "base/log.h"

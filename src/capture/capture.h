@@ -11,6 +11,7 @@
 #include <cuda.h>
 #include <stdint.h>
 
+#include "base/atfork.h"
 #include "recap.h"
 #include "rng/generator.h"
 
@@ -104,12 +105,13 @@ uint64_t recap__events_subscribed(void);
 /* RECAP_ERR_STATE when a subscriber's callback makes the host's own capture calls. */
 recap_status_t recap__events_check_caller(const char *what);
 
-/* ---- driver helpers (device_of.c) */
-
-/* The device a stream belongs to (NULL stream: the current context's device, else 0). */
-recap_status_t recap__stream_device(CUstream stream, int *device_p);
-/* RECAP_ERR_WRONG_DEVICE when `stream` belongs to another device than `device`; the legacy and
- * per-thread streams, and a stream the driver cannot place, pass. */
-recap_status_t recap__stream_check_device(CUstream stream, int device);
+/* ---- fork handlers (called by src/process/atfork.c) */
+void recap__capture_probe_atfork(recap_atfork_t when); /* probe.c */
+void recap__slots_atfork(recap_atfork_t when);
+void recap__capture_atfork(recap_atfork_t when);
+void recap__graphs_atfork(recap_atfork_t when);
+void recap__events_atfork(recap_atfork_t when);        /* subscribers.c */
+/* In the child, once every lock is released: drops the captures of the threads that are gone. */
+void recap__capture_atfork_child(void);
 
 #endif

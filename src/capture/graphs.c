@@ -5,7 +5,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "base/atfork.h"
 #include "base/error.h"
 #include "base/nvtx.h"
 #include "base/log.h"

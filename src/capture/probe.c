@@ -4,7 +4,6 @@
 #include <dlfcn.h>
 #include <pthread.h>
 
-#include "base/atfork.h"
 #include "base/dl.h"
 #include "base/error.h"
 #include "base/log.h"

@@ -4,7 +4,6 @@
 #include <pthread.h>
 #include <stdlib.h>
 
-#include "base/atfork.h"
 #include "base/error.h"
 #include "base/nvtx.h"
 #include "base/log.h"

@@ -12,7 +12,6 @@
 #include <sched.h>
 #include <stdlib.h>
 
-#include "base/atfork.h"
 #include "base/error.h"
 #include "base/log.h"
 #include "capture/capture.h"

@@ -10,6 +10,7 @@
 
 #include <cuda.h>
 
+#include "base/atfork.h"
 #include "kernels/registry.h"
 #include "recap.h"
 
@@ -132,5 +133,15 @@ void recap__ctx_leave(int pushed);
         if (rc_ != CUDA_SUCCESS)                                      \
             return recap__cuda_fail(rc_, (what));                     \
     } while (0)
+
+/* Streams (stream.c). */
+/* The device a stream belongs to (NULL stream: the current context's device, else 0). */
+recap_status_t recap__stream_device(CUstream stream, int *device_p);
+/* RECAP_ERR_WRONG_DEVICE when `stream` belongs to another device than `device`; the legacy and
+ * per-thread streams, and a stream the driver cannot place, pass. */
+recap_status_t recap__stream_check_device(CUstream stream, int device);
+
+/* Fork handler (called by src/process/atfork.c). */
+void recap__device_atfork(recap_atfork_t when);
 
 #endif

@@ -11,7 +11,7 @@
 
 #include "base/error.h"
 #include "base/handle.h"
-#include "region/plain.h"
+#include "plain/plain.h"
 #include "region/region.h"
 
 recap_status_t recap_manager_create(const recap_host_ops_t *ops, void *host,

@@ -2,7 +2,6 @@
 /* The process-wide default tracker (Megatron's get_cuda_rng_tracker / initialize_rng_tracker). */
 #include "config.h"
 
-#include "base/atfork.h"
 #include "base/error.h"
 #include "tracker/tracker.h"
 

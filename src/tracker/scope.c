@@ -10,7 +10,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "base/atfork.h"
 #include "base/error.h"
 #include "capture/capture.h"
 #include "tracker/tracker.h"

@@ -7,6 +7,7 @@
 #include <stdint.h>
 
 #include "base/lock.h"
+#include "base/atfork.h"
 #include "recap.h"
 #include "rng/generator.h"
 
@@ -172,5 +173,9 @@ void recap__slot_release(recap__slot_t *s);
 /* The value of slot i; the caller holds the tracker's lock. Fails only when a framework's
  * state object cannot be read. */
 recap_status_t recap__slot_get(recap_tracker_h t, size_t i, uint64_t *seed, uint64_t *offset);
+
+/* Fork handlers (called by src/process/atfork.c). */
+void recap__default_tracker_atfork(recap_atfork_t when); /* default.c */
+void recap__scope_atfork(recap_atfork_t when);
 
 #endif

@@ -11,7 +11,7 @@
 #include <string.h>
 
 #include "base/error.h"
-#include "region/nccl.h"
+#include "nccl/nccl.h"
 
 #define W(h) ((struct recap_nccl *)(h))
 

@@ -11,7 +11,7 @@
 #include <stdlib.h>
 
 #include "base/error.h"
-#include "region/plain.h"
+#include "plain/plain.h"
 
 static void unlink_locked(struct recap_plain_host *h, recap__ptrigger_t *t)
 {

@@ -4,7 +4,7 @@
 
 #include "base/error.h"
 #include "base/handle.h"
-#include "region/plain.h"
+#include "plain/plain.h"
 
 recap_status_t recap_plain_buffer_create(recap_plain_host_h host, size_t bytes, int needs_grad,
                                          recap_buffer_t *buf_p)

@@ -11,7 +11,7 @@
 #include <string.h>
 
 #include "base/error.h"
-#include "region/nccl.h"
+#include "nccl/nccl.h"
 #include "region/region.h"
 
 size_t recap__nccl_slice_bytes(size_t whole, int nranks)

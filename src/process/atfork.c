@@ -3,10 +3,17 @@
 
 #include <pthread.h>
 
-#include "base/atfork.h"
+#include "base/handle.h"
+#include "base/log.h"
+#include "capture/capture.h"
+#include "driver/driver.h"
+#include "hooks/hooks.h"
+#include "tracker/tracker.h"
 
-/* The modules' handlers in lock order: an outer lock (the registration probe runs captures, the
- * default tracker creates generators) before the locks taken inside it. */
+/* The process layer, above every other: fork() handling is the one place that knows each
+ * module (base/atfork.h says what a handler does). The modules' handlers in lock order: an
+ * outer lock (the registration probe runs captures, the default tracker creates generators)
+ * before the locks taken inside it. */
 static void (*const handlers[])(recap_atfork_t) = {
     recap__capture_probe_atfork, recap__default_tracker_atfork, recap__scope_atfork,
     recap__cupti_atfork,

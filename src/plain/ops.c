@@ -9,7 +9,7 @@
 
 #include "base/error.h"
 #include "base/handle.h"
-#include "region/plain.h"
+#include "plain/plain.h"
 
 /* Recording is per thread, as autograd's grad mode is; stored inverted so it starts on. */
 static _Thread_local int not_recording;

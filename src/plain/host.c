@@ -6,7 +6,7 @@
 
 #include "base/error.h"
 #include "base/handle.h"
-#include "region/plain.h"
+#include "plain/plain.h"
 
 recap_status_t recap_plain_host_create(int device, uint32_t flags, recap_plain_host_h *host_p)
 {

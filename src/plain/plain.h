@@ -6,8 +6,8 @@
  * or nothing once released. free_storage empties the storage object, so every handle using it
  * sees the release; share_storage points it at another block, so they all see the rebuild.
  */
-#ifndef RECAP_REGION_PLAIN_H
-#define RECAP_REGION_PLAIN_H
+#ifndef RECAP_PLAIN_PLAIN_H
+#define RECAP_PLAIN_PLAIN_H
 
 #include <stddef.h>
 #include <stdint.h>

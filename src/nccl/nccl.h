@@ -4,8 +4,8 @@
  * few types it needs are declared here with NCCL's ABI values (nccl.h of NCCL 2.x), and every
  * entry point is resolved from the library at run time.
  */
-#ifndef RECAP_REGION_NCCL_H
-#define RECAP_REGION_NCCL_H
+#ifndef RECAP_NCCL_NCCL_H
+#define RECAP_NCCL_NCCL_H
 
 #include <stddef.h>
 #include <stdint.h>

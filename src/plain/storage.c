@@ -8,7 +8,7 @@
 #include <stdlib.h>
 
 #include "base/error.h"
-#include "region/plain.h"
+#include "plain/plain.h"
 
 /* RECAP_PLAIN_REUSE_FREED: a kept storage of exactly `bytes` (the list searched from its end,
  * where the latest are), taken off the list; NULL when none. The caller holds the lock. */

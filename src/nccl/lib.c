@@ -18,7 +18,7 @@
 #include "base/error.h"
 #include "base/log.h"
 #include "driver/driver.h"
-#include "region/nccl.h"
+#include "nccl/nccl.h"
 
 #define NCCL_SONAME "libnccl.so.2"
 
