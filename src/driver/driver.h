@@ -11,68 +11,15 @@
 #include <cuda.h>
 
 #include "base/atfork.h"
+#include "driver/entry_points.h"
 #include "kernels/registry.h"
 #include "recap.h"
 
 typedef struct recap_driver {
-    CUresult (*cuInit)(unsigned int);
-    CUresult (*cuDriverGetVersion)(int *);
-    CUresult (*cuGetErrorName)(CUresult, const char **);
-    CUresult (*cuDeviceGetCount)(int *);
-    CUresult (*cuDeviceGet)(CUdevice *, int);
-    CUresult (*cuDeviceGetName)(char *, int, CUdevice);
-    CUresult (*cuDeviceGetAttribute)(int *, CUdevice_attribute, CUdevice);
-    CUresult (*cuDeviceTotalMem)(size_t *, CUdevice);
-    CUresult (*cuDevicePrimaryCtxRetain)(CUcontext *, CUdevice);
-    CUresult (*cuDevicePrimaryCtxRelease)(CUdevice);
-    CUresult (*cuCtxGetCurrent)(CUcontext *);
-    CUresult (*cuCtxPushCurrent)(CUcontext);
-    CUresult (*cuCtxPopCurrent)(CUcontext *);
-    CUresult (*cuModuleLoadData)(CUmodule *, const void *);
-    CUresult (*cuModuleGetFunction)(CUfunction *, CUmodule, const char *);
-    CUresult (*cuModuleUnload)(CUmodule);
-    CUresult (*cuLaunchKernel)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned,
-                               unsigned, unsigned, CUstream, void **, void **);
-    CUresult (*cuMemAlloc)(CUdeviceptr *, size_t);
-    CUresult (*cuMemFree)(CUdeviceptr);
-    CUresult (*cuMemcpyHtoD)(CUdeviceptr, const void *, size_t);
-    CUresult (*cuMemcpyDtoH)(void *, CUdeviceptr, size_t);
-    CUresult (*cuPointerGetAttributes)(unsigned int, CUpointer_attribute *, void **, CUdeviceptr);
-    CUresult (*cuStreamGetCtx)(CUstream, CUcontext *);
-    CUresult (*cuCtxGetDevice)(CUdevice *);
-    /* streams, capture and graphs */
-    CUresult (*cuStreamCreate)(CUstream *, unsigned int);
-    CUresult (*cuStreamDestroy)(CUstream);
-    CUresult (*cuStreamSynchronize)(CUstream);
-    CUresult (*cuStreamBeginCapture)(CUstream, CUstreamCaptureMode);
-    CUresult (*cuStreamEndCapture)(CUstream, CUgraph *);
-    CUresult (*cuStreamGetCaptureInfo)(CUstream, CUstreamCaptureStatus *, cuuint64_t *, CUgraph *,
-                                       const CUgraphNode **, size_t *);
-    CUresult (*cuThreadExchangeStreamCaptureMode)(CUstreamCaptureMode *);
-    CUresult (*cuGraphInstantiateWithFlags)(CUgraphExec *, CUgraph, unsigned long long);
-    CUresult (*cuGraphLaunch)(CUgraphExec, CUstream);
-    CUresult (*cuGraphClone)(CUgraph *, CUgraph);
-    CUresult (*cuGraphDestroy)(CUgraph);
-    CUresult (*cuGraphExecDestroy)(CUgraphExec);
-    int has_graphs; /* every capture/graph entry point above resolved */
-    /* Used only by recap-probe's checks (src/probe) and the stream-ordered host calls, each NULL
-     * when the driver lacks it. */
-    CUresult (*cuEventCreate)(CUevent *, unsigned int);
-    CUresult (*cuEventRecord)(CUevent, CUstream);
-    CUresult (*cuEventQuery)(CUevent);
-    CUresult (*cuEventDestroy)(CUevent);
-    CUresult (*cuGraphCreate)(CUgraph *, unsigned int);
-    CUresult (*cuGraphUpload)(CUgraphExec, CUstream);
-    CUresult (*cuStreamBeginCaptureToGraph)(CUstream, CUgraph, const CUgraphNode *,
-                                            const CUgraphEdgeData *, size_t, CUstreamCaptureMode);
-    CUresult (*cuGraphConditionalHandleCreate)(CUgraphConditionalHandle *, CUgraph, CUcontext,
-                                               unsigned int, unsigned int);
-    CUresult (*cuMemsetD32Async)(CUdeviceptr, unsigned int, size_t, CUstream);
-    CUresult (*cuMemAllocHost)(void **, size_t);
-    CUresult (*cuMemFreeHost)(void *);
-    CUresult (*cuMemcpyHtoDAsync)(CUdeviceptr, const void *, size_t, CUstream);
-    CUresult (*cuMemcpyDtoHAsync)(void *, CUdeviceptr, size_t, CUstream);
-    CUresult (*cuLaunchHostFunc)(CUstream, CUhostFn, void *);
+#define RECAP__DRIVER_FIELD(kind, field, symbol, params) CUresult(*field) params;
+    RECAP__DRIVER_ENTRY_POINTS(RECAP__DRIVER_FIELD)
+#undef RECAP__DRIVER_FIELD
+    int has_graphs; /* every GRAPHS entry point resolved */
 } recap_driver_t;
 
 /* The driver, when it has the capture and graph API; RECAP_ERR_UNSUPPORTED otherwise. */
