@@ -19,8 +19,9 @@
 extern "C" {
 #endif
 
-/* librecap is built with hidden visibility; only RECAP_API functions are exported (and the
- * linker version script gives them the RECAP_1.0 version). */
+/* librecap is built with hidden visibility; only RECAP_API functions are exported (the linker
+ * version script, src/librecap.map, gives each the version that added it). The one export macro:
+ * the interposed CUDA entry points and the test doubles use it too. */
 #define RECAP_API __attribute__((visibility("default")))
 
 /* ---------------------------------------------------------------- status, version, errors */

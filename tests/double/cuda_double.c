@@ -29,7 +29,7 @@
 
 #include "kernels/registry.h"
 
-#define EXPORT __attribute__((visibility("default")))
+#include "recap.h" /* RECAP_API, the one export macro */
 #define MAX_DEV 16
 #define MAX_ALLOC 4096
 #define FATBIN_MAGIC 0xBA55ED50u
@@ -140,28 +140,28 @@ static _Thread_local double_stream_t ptds;
 
 /* ------------------------------------------------------------------ test-only inspection */
 
-EXPORT unsigned long recap_double_launch_count(void);
-EXPORT unsigned long recap_double_stream_ops(void);
-EXPORT unsigned long recap_double_node_count(CUgraph g);
-EXPORT int recap_double_live_graphs(void);
-EXPORT int recap_double_live_execs(void);
-EXPORT int recap_double_live_modules(void);
-EXPORT int recap_double_primary_retains(int device);
-EXPORT void recap_double_fail_next(const char *fn_name, int count);
-EXPORT void recap_double_defer_sync_copies(int on);
+RECAP_API unsigned long recap_double_launch_count(void);
+RECAP_API unsigned long recap_double_stream_ops(void);
+RECAP_API unsigned long recap_double_node_count(CUgraph g);
+RECAP_API int recap_double_live_graphs(void);
+RECAP_API int recap_double_live_execs(void);
+RECAP_API int recap_double_live_modules(void);
+RECAP_API int recap_double_primary_retains(int device);
+RECAP_API void recap_double_fail_next(const char *fn_name, int count);
+RECAP_API void recap_double_defer_sync_copies(int on);
 
-EXPORT unsigned long recap_double_launch_count(void)
+RECAP_API unsigned long recap_double_launch_count(void)
 {
     return __atomic_load_n(&launches, __ATOMIC_RELAXED);
 }
 
-EXPORT unsigned long recap_double_stream_ops(void)
+RECAP_API unsigned long recap_double_stream_ops(void)
 {
     return __atomic_load_n(&stream_ops, __ATOMIC_RELAXED);
 }
 
 /* Nodes of a live graph (or of a live executable); 0 for anything else. */
-EXPORT unsigned long recap_double_node_count(CUgraph g)
+RECAP_API unsigned long recap_double_node_count(CUgraph g)
 {
     unsigned long n = 0;
 
@@ -176,7 +176,7 @@ EXPORT unsigned long recap_double_node_count(CUgraph g)
     return n;
 }
 
-EXPORT int recap_double_live_graphs(void)
+RECAP_API int recap_double_live_graphs(void)
 {
     int n = 0;
 
@@ -187,7 +187,7 @@ EXPORT int recap_double_live_graphs(void)
     return n;
 }
 
-EXPORT int recap_double_live_execs(void)
+RECAP_API int recap_double_live_execs(void)
 {
     int n = 0;
 
@@ -199,7 +199,7 @@ EXPORT int recap_double_live_execs(void)
 }
 
 /* Modules loaded and not unloaded, on every device. */
-EXPORT int recap_double_live_modules(void)
+RECAP_API int recap_double_live_modules(void)
 {
     int n = 0;
 
@@ -211,7 +211,7 @@ EXPORT int recap_double_live_modules(void)
 }
 
 /* Retains of the device's primary context not yet released; -1 for a device that is not. */
-EXPORT int recap_double_primary_retains(int device)
+RECAP_API int recap_double_primary_retains(int device)
 {
     int n = -1;
 
@@ -243,7 +243,7 @@ typedef struct pending_copy {
 static int defer_copies;
 static pending_copy_t *pending_head, **pending_tail = &pending_head;
 
-EXPORT void recap_double_defer_sync_copies(int on)
+RECAP_API void recap_double_defer_sync_copies(int on)
 {
     __atomic_store_n(&defer_copies, on, __ATOMIC_RELAXED);
 }
@@ -287,7 +287,7 @@ static int stage_copy(CUdeviceptr dst, const void *src, size_t n)
     return 1;
 }
 
-EXPORT void recap_double_fail_next(const char *fn_name, int count)
+RECAP_API void recap_double_fail_next(const char *fn_name, int count)
 {
     int i, free_slot = -1;
 
@@ -358,7 +358,7 @@ static CUcontext current(void)
             return CUDA_ERROR_NOT_INITIALIZED; \
     } while (0)
 
-EXPORT CUresult cuInit(unsigned int flags)
+RECAP_API CUresult cuInit(unsigned int flags)
 {
     const char *n = getenv("RECAP_DOUBLE_DEVICES");
     const char *fail = getenv("RECAP_DOUBLE_FAIL_INIT");
@@ -379,7 +379,7 @@ EXPORT CUresult cuInit(unsigned int flags)
     return CUDA_SUCCESS;
 }
 
-EXPORT CUresult cuDriverGetVersion(int *v)
+RECAP_API CUresult cuDriverGetVersion(int *v)
 {
     ENTER();
     if (v == NULL)
@@ -388,7 +388,7 @@ EXPORT CUresult cuDriverGetVersion(int *v)
     return CUDA_SUCCESS;
 }
 
-EXPORT CUresult cuGetErrorName(CUresult rc, const char **s)
+RECAP_API CUresult cuGetErrorName(CUresult rc, const char **s)
 {
     ENTER();
     if (s == NULL)
@@ -426,7 +426,7 @@ EXPORT CUresult cuGetErrorName(CUresult rc, const char **s)
     return CUDA_SUCCESS;
 }
 
-EXPORT CUresult cuDeviceGetCount(int *n)
+RECAP_API CUresult cuDeviceGetCount(int *n)
 {
     NEED_INIT();
     if (n == NULL)
@@ -435,7 +435,7 @@ EXPORT CUresult cuDeviceGetCount(int *n)
     return CUDA_SUCCESS;
 }
 
-EXPORT CUresult cuDeviceGet(CUdevice *d, int ordinal)
+RECAP_API CUresult cuDeviceGet(CUdevice *d, int ordinal)
 {
     NEED_INIT();
     if (d == NULL)
@@ -446,7 +446,7 @@ EXPORT CUresult cuDeviceGet(CUdevice *d, int ordinal)
     return CUDA_SUCCESS;
 }
 
-EXPORT CUresult cuDeviceGetName(char *name, int len, CUdevice d)
+RECAP_API CUresult cuDeviceGetName(char *name, int len, CUdevice d)
 {
     NEED_INIT();
     if (name == NULL || len <= 0)
@@ -457,7 +457,7 @@ EXPORT CUresult cuDeviceGetName(char *name, int len, CUdevice d)
     return CUDA_SUCCESS;
 }
 
-EXPORT CUresult cuDeviceGetAttribute(int *v, CUdevice_attribute a, CUdevice d)
+RECAP_API CUresult cuDeviceGetAttribute(int *v, CUdevice_attribute a, CUdevice d)
 {
     NEED_INIT();
     if (v == NULL)
@@ -474,7 +474,7 @@ EXPORT CUresult cuDeviceGetAttribute(int *v, CUdevice_attribute a, CUdevice d)
     return CUDA_SUCCESS;
 }
 
-EXPORT CUresult cuDeviceTotalMem_v2(size_t *bytes, CUdevice d)
+RECAP_API CUresult cuDeviceTotalMem_v2(size_t *bytes, CUdevice d)
 {
     NEED_INIT();
     if (bytes == NULL)
@@ -485,7 +485,7 @@ EXPORT CUresult cuDeviceTotalMem_v2(size_t *bytes, CUdevice d)
     return CUDA_SUCCESS;
 }
 
-EXPORT CUresult cuDevicePrimaryCtxRetain(CUcontext *c, CUdevice d)
+RECAP_API CUresult cuDevicePrimaryCtxRetain(CUcontext *c, CUdevice d)
 {
     NEED_INIT();
     if (c == NULL)
@@ -499,7 +499,7 @@ EXPORT CUresult cuDevicePrimaryCtxRetain(CUcontext *c, CUdevice d)
     return CUDA_SUCCESS;
 }
 
-EXPORT CUresult cuDevicePrimaryCtxRelease_v2(CUdevice d)
+RECAP_API CUresult cuDevicePrimaryCtxRelease_v2(CUdevice d)
 {
     CUresult rc = CUDA_SUCCESS;
 
@@ -515,7 +515,7 @@ EXPORT CUresult cuDevicePrimaryCtxRelease_v2(CUdevice d)
     return rc;
 }
 
-EXPORT CUresult cuCtxGetCurrent(CUcontext *c)
+RECAP_API CUresult cuCtxGetCurrent(CUcontext *c)
 {
     NEED_INIT();
     if (c == NULL)
@@ -524,7 +524,7 @@ EXPORT CUresult cuCtxGetCurrent(CUcontext *c)
     return CUDA_SUCCESS;
 }
 
-EXPORT CUresult cuCtxSetCurrent(CUcontext c)
+RECAP_API CUresult cuCtxSetCurrent(CUcontext c)
 {
     NEED_INIT();
     if (ctx_depth == 0)
@@ -533,7 +533,7 @@ EXPORT CUresult cuCtxSetCurrent(CUcontext c)
     return CUDA_SUCCESS;
 }
 
-EXPORT CUresult cuCtxPushCurrent_v2(CUcontext c)
+RECAP_API CUresult cuCtxPushCurrent_v2(CUcontext c)
 {
     NEED_INIT();
     if (c == NULL)
@@ -544,7 +544,7 @@ EXPORT CUresult cuCtxPushCurrent_v2(CUcontext c)
     return CUDA_SUCCESS;
 }
 
-EXPORT CUresult cuCtxPopCurrent_v2(CUcontext *c)
+RECAP_API CUresult cuCtxPopCurrent_v2(CUcontext *c)
 {
     NEED_INIT();
     if (ctx_depth == 0)
@@ -555,7 +555,7 @@ EXPORT CUresult cuCtxPopCurrent_v2(CUcontext *c)
     return CUDA_SUCCESS;
 }
 
-EXPORT CUresult cuCtxGetDevice(CUdevice *d)
+RECAP_API CUresult cuCtxGetDevice(CUdevice *d)
 {
     NEED_INIT();
     if (current() == NULL)
@@ -685,7 +685,7 @@ static int untrack_alloc(uintptr_t base, int pinned)
     return 0;
 }
 
-EXPORT CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytes)
+RECAP_API CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytes)
 {
     void *p;
     CUresult rc;
@@ -710,7 +710,7 @@ EXPORT CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytes)
     return CUDA_SUCCESS;
 }
 
-EXPORT CUresult cuMemFree_v2(CUdeviceptr dptr)
+RECAP_API CUresult cuMemFree_v2(CUdeviceptr dptr)
 {
     CUresult rc;
 
@@ -746,7 +746,7 @@ static CUresult sync_op_allowed(void)
     return rc;
 }
 
-EXPORT CUresult cuMemcpyHtoD_v2(CUdeviceptr dst, const void *src, size_t n)
+RECAP_API CUresult cuMemcpyHtoD_v2(CUdeviceptr dst, const void *src, size_t n)
 {
     CUresult rc;
 
@@ -763,7 +763,7 @@ EXPORT CUresult cuMemcpyHtoD_v2(CUdeviceptr dst, const void *src, size_t n)
     return CUDA_SUCCESS;
 }
 
-EXPORT CUresult cuMemcpyDtoH_v2(void *dst, CUdeviceptr src, size_t n)
+RECAP_API CUresult cuMemcpyDtoH_v2(void *dst, CUdeviceptr src, size_t n)
 {
     CUresult rc;
 
@@ -779,7 +779,7 @@ EXPORT CUresult cuMemcpyDtoH_v2(void *dst, CUdeviceptr src, size_t n)
     return CUDA_SUCCESS;
 }
 
-EXPORT CUresult cuPointerGetAttribute(void *data, CUpointer_attribute a, CUdeviceptr p)
+RECAP_API CUresult cuPointerGetAttribute(void *data, CUpointer_attribute a, CUdeviceptr p)
 {
     int i, dev;
 
@@ -798,7 +798,7 @@ EXPORT CUresult cuPointerGetAttribute(void *data, CUpointer_attribute a, CUdevic
 
 /* Like the driver: an unknown pointer is not an error; its attributes read as zero (memory type
  * 0). Only the attributes recap asks for are known. */
-EXPORT CUresult cuPointerGetAttributes(unsigned int n, CUpointer_attribute *attrs, void **data,
+RECAP_API CUresult cuPointerGetAttributes(unsigned int n, CUpointer_attribute *attrs, void **data,
                                        CUdeviceptr p)
 {
     unsigned int k, type;
@@ -971,7 +971,7 @@ static void capture_unlink_locked(double_capture_t *cap)
     cap->stream->cap = NULL;
 }
 
-EXPORT CUresult cuStreamCreate(CUstream *s, unsigned int flags)
+RECAP_API CUresult cuStreamCreate(CUstream *s, unsigned int flags)
 {
     double_stream_t *st;
 
@@ -994,7 +994,7 @@ EXPORT CUresult cuStreamCreate(CUstream *s, unsigned int flags)
     return CUDA_SUCCESS;
 }
 
-EXPORT CUresult cuStreamDestroy_v2(CUstream s)
+RECAP_API CUresult cuStreamDestroy_v2(CUstream s)
 {
     double_stream_t **pp;
 
@@ -1043,19 +1043,19 @@ static CUresult stream_synchronize(CUstream s, int per_thread)
     return rc; /* work runs at submission */
 }
 
-EXPORT CUresult cuStreamSynchronize(CUstream s)
+RECAP_API CUresult cuStreamSynchronize(CUstream s)
 {
     NEED_INIT();
     return stream_synchronize(s, 0);
 }
 
-EXPORT CUresult cuStreamSynchronize_ptsz(CUstream s)
+RECAP_API CUresult cuStreamSynchronize_ptsz(CUstream s)
 {
     NEED_INIT();
     return stream_synchronize(s, 1);
 }
 
-EXPORT CUresult cuCtxSynchronize(void)
+RECAP_API CUresult cuCtxSynchronize(void)
 {
     CUresult rc;
 
@@ -1096,13 +1096,13 @@ static CUresult stream_get_ctx(CUstream s, CUcontext *c, int per_thread)
     return CUDA_SUCCESS;
 }
 
-EXPORT CUresult cuStreamGetCtx(CUstream s, CUcontext *c)
+RECAP_API CUresult cuStreamGetCtx(CUstream s, CUcontext *c)
 {
     NEED_INIT();
     return stream_get_ctx(s, c, 0);
 }
 
-EXPORT CUresult cuStreamGetCtx_ptsz(CUstream s, CUcontext *c)
+RECAP_API CUresult cuStreamGetCtx_ptsz(CUstream s, CUcontext *c)
 {
     NEED_INIT();
     return stream_get_ctx(s, c, 1);
@@ -1110,7 +1110,7 @@ EXPORT CUresult cuStreamGetCtx_ptsz(CUstream s, CUcontext *c)
 
 /* ------------------------------------------------------------------ modules */
 
-EXPORT CUresult cuModuleLoadData(CUmodule *m, const void *image)
+RECAP_API CUresult cuModuleLoadData(CUmodule *m, const void *image)
 {
     double_module_t *mod;
     uint32_t magic;
@@ -1139,7 +1139,7 @@ EXPORT CUresult cuModuleLoadData(CUmodule *m, const void *image)
     return CUDA_SUCCESS;
 }
 
-EXPORT CUresult cuModuleUnload(CUmodule m)
+RECAP_API CUresult cuModuleUnload(CUmodule m)
 {
     double_module_t **pp, *found = NULL;
 
@@ -1158,7 +1158,7 @@ EXPORT CUresult cuModuleUnload(CUmodule m)
     return CUDA_SUCCESS;
 }
 
-EXPORT CUresult cuModuleGetFunction(CUfunction *f, CUmodule m, const char *name)
+RECAP_API CUresult cuModuleGetFunction(CUfunction *f, CUmodule m, const char *name)
 {
     double_module_t *mod = (double_module_t *)m;
     size_t i;
@@ -1338,7 +1338,7 @@ static CUresult launch_kernel(CUfunction f, unsigned gx, unsigned gy, unsigned g
     return rc;
 }
 
-EXPORT CUresult cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
+RECAP_API CUresult cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
                                unsigned by, unsigned bz, unsigned shmem, CUstream s,
                                void **params, void **extra)
 {
@@ -1346,7 +1346,7 @@ EXPORT CUresult cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy, unsigned 
     return launch_kernel(f, gx, gy, gz, bx, by, bz, s, params, extra, 0);
 }
 
-EXPORT CUresult cuLaunchKernel_ptsz(CUfunction f, unsigned gx, unsigned gy, unsigned gz,
+RECAP_API CUresult cuLaunchKernel_ptsz(CUfunction f, unsigned gx, unsigned gy, unsigned gz,
                                     unsigned bx, unsigned by, unsigned bz, unsigned shmem,
                                     CUstream s, void **params, void **extra)
 {
@@ -1375,25 +1375,25 @@ static CUresult write_value(CUstream s, CUdeviceptr addr, uint64_t value, unsign
     return submit(s, per_thread, &op);
 }
 
-EXPORT CUresult cuStreamWriteValue64_v2(CUstream s, CUdeviceptr addr, cuuint64_t value, unsigned int flags)
+RECAP_API CUresult cuStreamWriteValue64_v2(CUstream s, CUdeviceptr addr, cuuint64_t value, unsigned int flags)
 {
     NEED_INIT();
     return write_value(s, addr, value, flags, 1, 0);
 }
 
-EXPORT CUresult cuStreamWriteValue64_v2_ptsz(CUstream s, CUdeviceptr addr, cuuint64_t value, unsigned int flags)
+RECAP_API CUresult cuStreamWriteValue64_v2_ptsz(CUstream s, CUdeviceptr addr, cuuint64_t value, unsigned int flags)
 {
     NEED_INIT();
     return write_value(s, addr, value, flags, 1, 1);
 }
 
-EXPORT CUresult cuStreamWriteValue32_v2(CUstream s, CUdeviceptr addr, cuuint32_t value, unsigned int flags)
+RECAP_API CUresult cuStreamWriteValue32_v2(CUstream s, CUdeviceptr addr, cuuint32_t value, unsigned int flags)
 {
     NEED_INIT();
     return write_value(s, addr, value, flags, 0, 0);
 }
 
-EXPORT CUresult cuStreamWriteValue32_v2_ptsz(CUstream s, CUdeviceptr addr, cuuint32_t value, unsigned int flags)
+RECAP_API CUresult cuStreamWriteValue32_v2_ptsz(CUstream s, CUdeviceptr addr, cuuint32_t value, unsigned int flags)
 {
     NEED_INIT();
     return write_value(s, addr, value, flags, 0, 1);
@@ -1415,25 +1415,25 @@ static CUresult memcpy_async(op_kind_t kind, CUdeviceptr d, void *h, size_t n, C
     return submit(s, per_thread, &op);
 }
 
-EXPORT CUresult cuMemcpyHtoDAsync_v2(CUdeviceptr dst, const void *src, size_t n, CUstream s)
+RECAP_API CUresult cuMemcpyHtoDAsync_v2(CUdeviceptr dst, const void *src, size_t n, CUstream s)
 {
     NEED_INIT();
     return memcpy_async(OP_HTOD, dst, (void *)(uintptr_t)src, n, s, 0);
 }
 
-EXPORT CUresult cuMemcpyHtoDAsync_v2_ptsz(CUdeviceptr dst, const void *src, size_t n, CUstream s)
+RECAP_API CUresult cuMemcpyHtoDAsync_v2_ptsz(CUdeviceptr dst, const void *src, size_t n, CUstream s)
 {
     NEED_INIT();
     return memcpy_async(OP_HTOD, dst, (void *)(uintptr_t)src, n, s, 1);
 }
 
-EXPORT CUresult cuMemcpyDtoHAsync_v2(void *dst, CUdeviceptr src, size_t n, CUstream s)
+RECAP_API CUresult cuMemcpyDtoHAsync_v2(void *dst, CUdeviceptr src, size_t n, CUstream s)
 {
     NEED_INIT();
     return memcpy_async(OP_DTOH, src, dst, n, s, 0);
 }
 
-EXPORT CUresult cuMemcpyDtoHAsync_v2_ptsz(void *dst, CUdeviceptr src, size_t n, CUstream s)
+RECAP_API CUresult cuMemcpyDtoHAsync_v2_ptsz(void *dst, CUdeviceptr src, size_t n, CUstream s)
 {
     NEED_INIT();
     return memcpy_async(OP_DTOH, src, dst, n, s, 1);
@@ -1456,13 +1456,13 @@ static CUresult launch_host_func(CUstream s, CUhostFn fn, void *data, int per_th
     return submit(s, per_thread, &op);
 }
 
-EXPORT CUresult cuLaunchHostFunc(CUstream s, CUhostFn fn, void *data)
+RECAP_API CUresult cuLaunchHostFunc(CUstream s, CUhostFn fn, void *data)
 {
     NEED_INIT();
     return launch_host_func(s, fn, data, 0);
 }
 
-EXPORT CUresult cuLaunchHostFunc_ptsz(CUstream s, CUhostFn fn, void *data)
+RECAP_API CUresult cuLaunchHostFunc_ptsz(CUstream s, CUhostFn fn, void *data)
 {
     NEED_INIT();
     return launch_host_func(s, fn, data, 1);
@@ -1470,7 +1470,7 @@ EXPORT CUresult cuLaunchHostFunc_ptsz(CUstream s, CUhostFn fn, void *data)
 
 /* Pinned host memory: host memory the device addresses too (UVA), so kernels and copies may
  * use it and pointer queries report it as host memory of the allocating context's device. */
-EXPORT CUresult cuMemAllocHost_v2(void **p, size_t bytes)
+RECAP_API CUresult cuMemAllocHost_v2(void **p, size_t bytes)
 {
     NEED_INIT();
     if (current() == NULL)
@@ -1487,7 +1487,7 @@ EXPORT CUresult cuMemAllocHost_v2(void **p, size_t bytes)
     return CUDA_SUCCESS;
 }
 
-EXPORT CUresult cuMemFreeHost(void *p)
+RECAP_API CUresult cuMemFreeHost(void *p)
 {
     int known;
 
@@ -1501,7 +1501,7 @@ EXPORT CUresult cuMemFreeHost(void *p)
     return CUDA_SUCCESS;
 }
 
-EXPORT CUresult cuMemsetD8_v2(CUdeviceptr dst, unsigned char uc, size_t n)
+RECAP_API CUresult cuMemsetD8_v2(CUdeviceptr dst, unsigned char uc, size_t n)
 {
     op_t op;
     CUresult rc;
@@ -1538,13 +1538,13 @@ static CUresult memset32_async(CUdeviceptr dst, unsigned ui, size_t n, CUstream 
     return submit(s, per_thread, &op);
 }
 
-EXPORT CUresult cuMemsetD32Async(CUdeviceptr dst, unsigned int ui, size_t n, CUstream s)
+RECAP_API CUresult cuMemsetD32Async(CUdeviceptr dst, unsigned int ui, size_t n, CUstream s)
 {
     NEED_INIT();
     return memset32_async(dst, ui, n, s, 0);
 }
 
-EXPORT CUresult cuMemsetD32Async_ptsz(CUdeviceptr dst, unsigned int ui, size_t n, CUstream s)
+RECAP_API CUresult cuMemsetD32Async_ptsz(CUdeviceptr dst, unsigned int ui, size_t n, CUstream s)
 {
     NEED_INIT();
     return memset32_async(dst, ui, n, s, 1);
@@ -1552,7 +1552,7 @@ EXPORT CUresult cuMemsetD32Async_ptsz(CUdeviceptr dst, unsigned int ui, size_t n
 
 /* ------------------------------------------------------------------ stream capture */
 
-EXPORT CUresult cuThreadExchangeStreamCaptureMode(CUstreamCaptureMode *mode)
+RECAP_API CUresult cuThreadExchangeStreamCaptureMode(CUstreamCaptureMode *mode)
 {
     CUstreamCaptureMode old;
 
@@ -1601,26 +1601,26 @@ static CUresult begin_capture(CUstream s, CUstreamCaptureMode mode, int per_thre
     return rc;
 }
 
-EXPORT CUresult cuStreamBeginCapture_v2(CUstream s, CUstreamCaptureMode mode)
+RECAP_API CUresult cuStreamBeginCapture_v2(CUstream s, CUstreamCaptureMode mode)
 {
     NEED_INIT();
     return begin_capture(s, mode, 0);
 }
 
-EXPORT CUresult cuStreamBeginCapture_v2_ptsz(CUstream s, CUstreamCaptureMode mode)
+RECAP_API CUresult cuStreamBeginCapture_v2_ptsz(CUstream s, CUstreamCaptureMode mode)
 {
     NEED_INIT();
     return begin_capture(s, mode, 1);
 }
 
 /* The 1-argument forms of CUDA 10.0, before capture modes: they capture RELAXED. */
-EXPORT CUresult cuStreamBeginCapture(CUstream s)
+RECAP_API CUresult cuStreamBeginCapture(CUstream s)
 {
     NEED_INIT();
     return begin_capture(s, CU_STREAM_CAPTURE_MODE_RELAXED, 0);
 }
 
-EXPORT CUresult cuStreamBeginCapture_ptsz(CUstream s)
+RECAP_API CUresult cuStreamBeginCapture_ptsz(CUstream s)
 {
     NEED_INIT();
     return begin_capture(s, CU_STREAM_CAPTURE_MODE_RELAXED, 1);
@@ -1660,13 +1660,13 @@ static CUresult end_capture(CUstream s, CUgraph *out, int per_thread)
     return rc;
 }
 
-EXPORT CUresult cuStreamEndCapture(CUstream s, CUgraph *out)
+RECAP_API CUresult cuStreamEndCapture(CUstream s, CUgraph *out)
 {
     NEED_INIT();
     return end_capture(s, out, 0);
 }
 
-EXPORT CUresult cuStreamEndCapture_ptsz(CUstream s, CUgraph *out)
+RECAP_API CUresult cuStreamEndCapture_ptsz(CUstream s, CUgraph *out)
 {
     NEED_INIT();
     return end_capture(s, out, 1);
@@ -1712,38 +1712,38 @@ static CUresult capture_info(CUstream s, int per_thread, CUstreamCaptureStatus *
     return rc;
 }
 
-EXPORT CUresult cuStreamIsCapturing(CUstream s, CUstreamCaptureStatus *status)
+RECAP_API CUresult cuStreamIsCapturing(CUstream s, CUstreamCaptureStatus *status)
 {
     NEED_INIT();
     return capture_info(s, 0, status, NULL, NULL, NULL, NULL, NULL);
 }
 
-EXPORT CUresult cuStreamIsCapturing_ptsz(CUstream s, CUstreamCaptureStatus *status)
+RECAP_API CUresult cuStreamIsCapturing_ptsz(CUstream s, CUstreamCaptureStatus *status)
 {
     NEED_INIT();
     return capture_info(s, 1, status, NULL, NULL, NULL, NULL, NULL);
 }
 
-EXPORT CUresult cuStreamGetCaptureInfo(CUstream s, CUstreamCaptureStatus *status, cuuint64_t *id)
+RECAP_API CUresult cuStreamGetCaptureInfo(CUstream s, CUstreamCaptureStatus *status, cuuint64_t *id)
 {
     NEED_INIT();
     return capture_info(s, 0, status, id, NULL, NULL, NULL, NULL);
 }
 
-EXPORT CUresult cuStreamGetCaptureInfo_ptsz(CUstream s, CUstreamCaptureStatus *status, cuuint64_t *id)
+RECAP_API CUresult cuStreamGetCaptureInfo_ptsz(CUstream s, CUstreamCaptureStatus *status, cuuint64_t *id)
 {
     NEED_INIT();
     return capture_info(s, 1, status, id, NULL, NULL, NULL, NULL);
 }
 
-EXPORT CUresult cuStreamGetCaptureInfo_v2(CUstream s, CUstreamCaptureStatus *status, cuuint64_t *id,
+RECAP_API CUresult cuStreamGetCaptureInfo_v2(CUstream s, CUstreamCaptureStatus *status, cuuint64_t *id,
                                           CUgraph *graph, const CUgraphNode **deps, size_t *ndeps)
 {
     NEED_INIT();
     return capture_info(s, 0, status, id, graph, deps, NULL, ndeps);
 }
 
-EXPORT CUresult cuStreamGetCaptureInfo_v2_ptsz(CUstream s, CUstreamCaptureStatus *status,
+RECAP_API CUresult cuStreamGetCaptureInfo_v2_ptsz(CUstream s, CUstreamCaptureStatus *status,
                                                cuuint64_t *id, CUgraph *graph,
                                                const CUgraphNode **deps, size_t *ndeps)
 {
@@ -1751,7 +1751,7 @@ EXPORT CUresult cuStreamGetCaptureInfo_v2_ptsz(CUstream s, CUstreamCaptureStatus
     return capture_info(s, 1, status, id, graph, deps, NULL, ndeps);
 }
 
-EXPORT CUresult cuStreamGetCaptureInfo_v3(CUstream s, CUstreamCaptureStatus *status, cuuint64_t *id,
+RECAP_API CUresult cuStreamGetCaptureInfo_v3(CUstream s, CUstreamCaptureStatus *status, cuuint64_t *id,
                                           CUgraph *graph, const CUgraphNode **deps,
                                           const CUgraphEdgeData **edges, size_t *ndeps)
 {
@@ -1761,7 +1761,7 @@ EXPORT CUresult cuStreamGetCaptureInfo_v3(CUstream s, CUstreamCaptureStatus *sta
     return capture_info(s, 0, status, id, graph, deps, edges, ndeps);
 }
 
-EXPORT CUresult cuStreamGetCaptureInfo_v3_ptsz(CUstream s, CUstreamCaptureStatus *status,
+RECAP_API CUresult cuStreamGetCaptureInfo_v3_ptsz(CUstream s, CUstreamCaptureStatus *status,
                                                cuuint64_t *id, CUgraph *graph,
                                                const CUgraphNode **deps,
                                                const CUgraphEdgeData **edges, size_t *ndeps)
@@ -1774,7 +1774,7 @@ EXPORT CUresult cuStreamGetCaptureInfo_v3_ptsz(CUstream s, CUstreamCaptureStatus
 
 /* ------------------------------------------------------------------ graphs */
 
-EXPORT CUresult cuGraphCreate(CUgraph *out, unsigned int flags)
+RECAP_API CUresult cuGraphCreate(CUgraph *out, unsigned int flags)
 {
     double_graph_t *g;
 
@@ -1790,7 +1790,7 @@ EXPORT CUresult cuGraphCreate(CUgraph *out, unsigned int flags)
     return CUDA_SUCCESS;
 }
 
-EXPORT CUresult cuGraphDestroy(CUgraph graph)
+RECAP_API CUresult cuGraphDestroy(CUgraph graph)
 {
     CUresult rc = CUDA_SUCCESS;
 
@@ -1804,7 +1804,7 @@ EXPORT CUresult cuGraphDestroy(CUgraph graph)
     return rc;
 }
 
-EXPORT CUresult cuGraphClone(CUgraph *out, CUgraph orig)
+RECAP_API CUresult cuGraphClone(CUgraph *out, CUgraph orig)
 {
     double_graph_t *src = (double_graph_t *)orig, *g;
     CUresult rc = CUDA_SUCCESS;
@@ -1831,7 +1831,7 @@ EXPORT CUresult cuGraphClone(CUgraph *out, CUgraph orig)
     return rc;
 }
 
-EXPORT CUresult cuGraphGetNodes(CUgraph graph, CUgraphNode *nodes, size_t *count)
+RECAP_API CUresult cuGraphGetNodes(CUgraph graph, CUgraphNode *nodes, size_t *count)
 {
     double_graph_t *g = (double_graph_t *)graph;
     CUresult rc = CUDA_SUCCESS;
@@ -1857,7 +1857,7 @@ EXPORT CUresult cuGraphGetNodes(CUgraph graph, CUgraphNode *nodes, size_t *count
 
 /* Nodes added with cuGraphAddKernelNode depend on nothing but their place in the list: the
  * double's graphs run in insertion order. */
-EXPORT CUresult cuGraphAddKernelNode_v2(CUgraphNode *node, CUgraph graph, const CUgraphNode *deps,
+RECAP_API CUresult cuGraphAddKernelNode_v2(CUgraphNode *node, CUgraph graph, const CUgraphNode *deps,
                                         size_t ndeps, const CUDA_KERNEL_NODE_PARAMS *p)
 {
     const double_function_t *fn;
@@ -1936,7 +1936,7 @@ static CUresult instantiate(CUgraphExec *out, CUgraph graph, unsigned long long 
     return rc;
 }
 
-EXPORT CUresult cuGraphInstantiateWithFlags(CUgraphExec *out, CUgraph graph, unsigned long long flags)
+RECAP_API CUresult cuGraphInstantiateWithFlags(CUgraphExec *out, CUgraph graph, unsigned long long flags)
 {
     NEED_INIT();
     return instantiate(out, graph, flags);
@@ -1954,13 +1954,13 @@ static CUresult instantiate_with_params(CUgraphExec *out, CUgraph graph, CUDA_GR
     return rc;
 }
 
-EXPORT CUresult cuGraphInstantiateWithParams(CUgraphExec *out, CUgraph graph, CUDA_GRAPH_INSTANTIATE_PARAMS *p)
+RECAP_API CUresult cuGraphInstantiateWithParams(CUgraphExec *out, CUgraph graph, CUDA_GRAPH_INSTANTIATE_PARAMS *p)
 {
     NEED_INIT();
     return instantiate_with_params(out, graph, p);
 }
 
-EXPORT CUresult cuGraphInstantiateWithParams_ptsz(CUgraphExec *out, CUgraph graph,
+RECAP_API CUresult cuGraphInstantiateWithParams_ptsz(CUgraphExec *out, CUgraph graph,
                                                   CUDA_GRAPH_INSTANTIATE_PARAMS *p)
 {
     NEED_INIT();
@@ -1979,21 +1979,21 @@ static CUresult instantiate_v1(CUgraphExec *out, CUgraph graph, CUgraphNode *err
     return rc;
 }
 
-EXPORT CUresult cuGraphInstantiate(CUgraphExec *out, CUgraph graph, CUgraphNode *err_node, char *log,
+RECAP_API CUresult cuGraphInstantiate(CUgraphExec *out, CUgraph graph, CUgraphNode *err_node, char *log,
                                    size_t log_size)
 {
     NEED_INIT();
     return instantiate_v1(out, graph, err_node, log, log_size);
 }
 
-EXPORT CUresult cuGraphInstantiate_v2(CUgraphExec *out, CUgraph graph, CUgraphNode *err_node, char *log,
+RECAP_API CUresult cuGraphInstantiate_v2(CUgraphExec *out, CUgraph graph, CUgraphNode *err_node, char *log,
                                       size_t log_size)
 {
     NEED_INIT();
     return instantiate_v1(out, graph, err_node, log, log_size);
 }
 
-EXPORT CUresult cuGraphExecDestroy(CUgraphExec exec)
+RECAP_API CUresult cuGraphExecDestroy(CUgraphExec exec)
 {
     double_exec_t **pp, *e = NULL;
     CUresult rc;
@@ -2046,13 +2046,13 @@ static CUresult graph_launch(CUgraphExec exec, CUstream s, int per_thread)
     return run_ops(e->ops, e->n);
 }
 
-EXPORT CUresult cuGraphLaunch(CUgraphExec exec, CUstream s)
+RECAP_API CUresult cuGraphLaunch(CUgraphExec exec, CUstream s)
 {
     NEED_INIT();
     return graph_launch(exec, s, 0);
 }
 
-EXPORT CUresult cuGraphLaunch_ptsz(CUgraphExec exec, CUstream s)
+RECAP_API CUresult cuGraphLaunch_ptsz(CUgraphExec exec, CUstream s)
 {
     NEED_INIT();
     return graph_launch(exec, s, 1);
@@ -2073,13 +2073,13 @@ static CUresult graph_upload(CUgraphExec exec, CUstream s, int per_thread)
     return rc; /* nothing to upload */
 }
 
-EXPORT CUresult cuGraphUpload(CUgraphExec exec, CUstream s)
+RECAP_API CUresult cuGraphUpload(CUgraphExec exec, CUstream s)
 {
     NEED_INIT();
     return graph_upload(exec, s, 0);
 }
 
-EXPORT CUresult cuGraphUpload_ptsz(CUgraphExec exec, CUstream s)
+RECAP_API CUresult cuGraphUpload_ptsz(CUgraphExec exec, CUstream s)
 {
     NEED_INIT();
     return graph_upload(exec, s, 1);

@@ -16,7 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#define EXPORT __attribute__((visibility("default")))
+#include "recap.h" /* RECAP_API, the one export macro */
 #define MAX_ENABLED 64
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
@@ -29,10 +29,10 @@ static struct {
 } enabled[MAX_ENABLED];
 static int nenabled;
 
-EXPORT void fake_cupti_emit(CUpti_CallbackDomain domain, CUpti_CallbackId id, const void *data);
-EXPORT const char *fake_cupti_subscriber_name(void);
-EXPORT void fake_cupti_hold(const char *name);
-EXPORT void fake_cupti_release(void);
+RECAP_API void fake_cupti_emit(CUpti_CallbackDomain domain, CUpti_CallbackId id, const void *data);
+RECAP_API const char *fake_cupti_subscriber_name(void);
+RECAP_API void fake_cupti_hold(const char *name);
+RECAP_API void fake_cupti_release(void);
 
 /* The subscriber's name as CUPTI reports it ("CUPTI for recap"); "" for a v1 subscriber. */
 static char holder_name[64];
@@ -66,13 +66,13 @@ static CUptiResult subscribe(CUpti_SubscriberHandle *sub, CUpti_CallbackFunc fn,
     return r;
 }
 
-EXPORT CUptiResult cuptiSubscribe(CUpti_SubscriberHandle *sub, CUpti_CallbackFunc fn, void *user)
+RECAP_API CUptiResult cuptiSubscribe(CUpti_SubscriberHandle *sub, CUpti_CallbackFunc fn, void *user)
 {
     return subscribe(sub, fn, user, NULL, NULL, 0);
 }
 
 #if !defined(FAKE_CUPTI_V1_ONLY) && defined(CUpti_SubscriberParams_STRUCT_SIZE)
-EXPORT CUptiResult cuptiSubscribe_v2(CUpti_SubscriberHandle *sub, CUpti_CallbackFunc fn,
+RECAP_API CUptiResult cuptiSubscribe_v2(CUpti_SubscriberHandle *sub, CUpti_CallbackFunc fn,
                                      void *user, CUpti_SubscriberParams *p)
 {
     if (p != NULL && p->structSize < CUpti_SubscriberParams_STRUCT_SIZE)
@@ -89,7 +89,7 @@ static void profiler_callback(void *user, CUpti_CallbackDomain d, CUpti_Callback
     (void)user, (void)d, (void)id, (void)data;
 }
 
-EXPORT void fake_cupti_hold(const char *name)
+RECAP_API void fake_cupti_hold(const char *name)
 {
     CUpti_SubscriberHandle h;
 
@@ -97,7 +97,7 @@ EXPORT void fake_cupti_hold(const char *name)
 }
 
 /* The profiler lets go. */
-EXPORT void fake_cupti_release(void)
+RECAP_API void fake_cupti_release(void)
 {
     cuptiUnsubscribe((CUpti_SubscriberHandle)&the_subscriber);
 }
@@ -110,12 +110,12 @@ __attribute__((constructor)) static void held_at_load(void)
         fake_cupti_hold(name);
 }
 
-EXPORT const char *fake_cupti_subscriber_name(void)
+RECAP_API const char *fake_cupti_subscriber_name(void)
 {
     return holder_name;
 }
 
-EXPORT CUptiResult cuptiUnsubscribe(CUpti_SubscriberHandle sub)
+RECAP_API CUptiResult cuptiUnsubscribe(CUpti_SubscriberHandle sub)
 {
     CUptiResult r = CUPTI_SUCCESS;
 
@@ -128,7 +128,7 @@ EXPORT CUptiResult cuptiUnsubscribe(CUpti_SubscriberHandle sub)
     return r;
 }
 
-EXPORT CUptiResult cuptiEnableCallback(uint32_t enable, CUpti_SubscriberHandle sub,
+RECAP_API CUptiResult cuptiEnableCallback(uint32_t enable, CUpti_SubscriberHandle sub,
                                        CUpti_CallbackDomain domain, CUpti_CallbackId id)
 {
     CUptiResult r = CUPTI_SUCCESS;
@@ -152,7 +152,7 @@ EXPORT CUptiResult cuptiEnableCallback(uint32_t enable, CUpti_SubscriberHandle s
     return r;
 }
 
-EXPORT CUptiResult cuptiGetResultString(CUptiResult r, const char **s)
+RECAP_API CUptiResult cuptiGetResultString(CUptiResult r, const char **s)
 {
     if (s == NULL)
         return CUPTI_ERROR_INVALID_PARAMETER;
@@ -168,7 +168,7 @@ EXPORT CUptiResult cuptiGetResultString(CUptiResult r, const char **s)
 }
 
 /* Calls the subscriber's callback as CUPTI would, when it enabled (domain, id). */
-EXPORT void fake_cupti_emit(CUpti_CallbackDomain domain, CUpti_CallbackId id, const void *data)
+RECAP_API void fake_cupti_emit(CUpti_CallbackDomain domain, CUpti_CallbackId id, const void *data)
 {
     CUpti_CallbackFunc fn = NULL;
     void *user = NULL;

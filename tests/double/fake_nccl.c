@@ -17,7 +17,7 @@
 #include <string.h>
 #include <time.h>
 
-#define EXPORT __attribute__((visibility("default")))
+#include "recap.h" /* RECAP_API, the one export macro */
 #define MAX_RANKS 8
 #define COMM_MAGIC 0x66616b656e63636cULL /* "fakenccl" */
 /* Long enough for a loaded CI machine, short enough to fail inside Check's test timeout. */
@@ -53,23 +53,23 @@ static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static int fail_result, fail_count, in_progress_polls;
 static unsigned long allgathers;
 
-EXPORT int fake_nccl_group_create(int nranks, const int *devices, void **comms);
-EXPORT void fake_nccl_comm_destroy(void *comm);
-EXPORT void fake_nccl_fail_next(int result, int count);
-EXPORT void fake_nccl_in_progress_next(int polls);
-EXPORT unsigned long fake_nccl_allgathers(void);
+RECAP_API int fake_nccl_group_create(int nranks, const int *devices, void **comms);
+RECAP_API void fake_nccl_comm_destroy(void *comm);
+RECAP_API void fake_nccl_fail_next(int result, int count);
+RECAP_API void fake_nccl_in_progress_next(int polls);
+RECAP_API unsigned long fake_nccl_allgathers(void);
 /* The NCCL entry points, with nccl.h's ABI (ncclComm_t a pointer, the enums ints). */
-EXPORT int ncclAllGather(const void *send, void *recv, size_t count, int dtype, void *comm,
+RECAP_API int ncclAllGather(const void *send, void *recv, size_t count, int dtype, void *comm,
                          void *stream);
-EXPORT int ncclCommGetAsyncError(void *comm, int *result);
-EXPORT const char *ncclGetErrorString(int result);
-EXPORT int ncclCommCount(const void *comm, int *count);
-EXPORT int ncclCommUserRank(const void *comm, int *rank);
-EXPORT int ncclCommCuDevice(const void *comm, int *device);
-EXPORT int ncclGetVersion(int *version);
+RECAP_API int ncclCommGetAsyncError(void *comm, int *result);
+RECAP_API const char *ncclGetErrorString(int result);
+RECAP_API int ncclCommCount(const void *comm, int *count);
+RECAP_API int ncclCommUserRank(const void *comm, int *rank);
+RECAP_API int ncclCommCuDevice(const void *comm, int *device);
+RECAP_API int ncclGetVersion(int *version);
 
 /* A group of nranks communicators, comms[r] on devices[r]. */
-EXPORT int fake_nccl_group_create(int nranks, const int *devices, void **comms)
+RECAP_API int fake_nccl_group_create(int nranks, const int *devices, void **comms)
 {
     group_t *g;
     int r;
@@ -96,7 +96,7 @@ EXPORT int fake_nccl_group_create(int nranks, const int *devices, void **comms)
     return SUCCESS;
 }
 
-EXPORT void fake_nccl_comm_destroy(void *comm)
+RECAP_API void fake_nccl_comm_destroy(void *comm)
 {
     comm_t *c = comm;
     group_t *g = c->g;
@@ -116,7 +116,7 @@ EXPORT void fake_nccl_comm_destroy(void *comm)
 
 /* The next `count` ncclAllGather calls (of any rank) fail with `result` before meeting the
  * others: fail every rank's call of one collective so none waits for a missing peer. */
-EXPORT void fake_nccl_fail_next(int result, int count)
+RECAP_API void fake_nccl_fail_next(int result, int count)
 {
     pthread_mutex_lock(&lock);
     fail_result = result;
@@ -126,14 +126,14 @@ EXPORT void fake_nccl_fail_next(int result, int count)
 
 /* The next ncclAllGather answers ncclInProgress (as a non-blocking communicator does) and
  * ncclCommGetAsyncError says so `polls` times before reporting success. */
-EXPORT void fake_nccl_in_progress_next(int polls)
+RECAP_API void fake_nccl_in_progress_next(int polls)
 {
     pthread_mutex_lock(&lock);
     in_progress_polls = polls;
     pthread_mutex_unlock(&lock);
 }
 
-EXPORT unsigned long fake_nccl_allgathers(void)
+RECAP_API unsigned long fake_nccl_allgathers(void)
 {
     unsigned long n;
 
@@ -168,7 +168,7 @@ static int barrier_locked(group_t *g)
     return SUCCESS;
 }
 
-EXPORT int ncclAllGather(const void *send, void *recv, size_t count, int dtype, void *comm,
+RECAP_API int ncclAllGather(const void *send, void *recv, size_t count, int dtype, void *comm,
                          void *stream)
 {
     comm_t *c = comm;
@@ -219,7 +219,7 @@ EXPORT int ncclAllGather(const void *send, void *recv, size_t count, int dtype, 
     return SUCCESS;
 }
 
-EXPORT int ncclCommGetAsyncError(void *comm, int *result)
+RECAP_API int ncclCommGetAsyncError(void *comm, int *result)
 {
     comm_t *c = comm;
 
@@ -231,7 +231,7 @@ EXPORT int ncclCommGetAsyncError(void *comm, int *result)
     return SUCCESS;
 }
 
-EXPORT const char *ncclGetErrorString(int result)
+RECAP_API const char *ncclGetErrorString(int result)
 {
     switch (result) {
     case SUCCESS: return "no error";
@@ -244,7 +244,7 @@ EXPORT const char *ncclGetErrorString(int result)
     return "unknown result code";
 }
 
-EXPORT int ncclCommCount(const void *comm, int *count)
+RECAP_API int ncclCommCount(const void *comm, int *count)
 {
     if (!check_comm(comm) || count == NULL)
         return INVALID_ARGUMENT;
@@ -252,7 +252,7 @@ EXPORT int ncclCommCount(const void *comm, int *count)
     return SUCCESS;
 }
 
-EXPORT int ncclCommUserRank(const void *comm, int *rank)
+RECAP_API int ncclCommUserRank(const void *comm, int *rank)
 {
     if (!check_comm(comm) || rank == NULL)
         return INVALID_ARGUMENT;
@@ -260,7 +260,7 @@ EXPORT int ncclCommUserRank(const void *comm, int *rank)
     return SUCCESS;
 }
 
-EXPORT int ncclCommCuDevice(const void *comm, int *device)
+RECAP_API int ncclCommCuDevice(const void *comm, int *device)
 {
     if (!check_comm(comm) || device == NULL)
         return INVALID_ARGUMENT;
@@ -268,7 +268,7 @@ EXPORT int ncclCommCuDevice(const void *comm, int *device)
     return SUCCESS;
 }
 
-EXPORT int ncclGetVersion(int *version)
+RECAP_API int ncclGetVersion(int *version)
 {
     if (version == NULL)
         return INVALID_ARGUMENT;

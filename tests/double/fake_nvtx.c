@@ -10,7 +10,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#define EXPORT __attribute__((visibility("default")))
+#include "recap.h" /* RECAP_API, the one export macro */
 #define MAX_DOMAINS 16
 #define LOG_BYTES (1 << 20)
 
@@ -20,9 +20,9 @@ static int ndomains;
 static char log_text[LOG_BYTES];
 static size_t log_len;
 
-EXPORT int InitializeInjectionNvtx2(NvtxGetExportTableFunc_t get_export_table);
-EXPORT size_t fake_nvtx_log(char *buf, size_t len);
-EXPORT void fake_nvtx_clear(void);
+RECAP_API int InitializeInjectionNvtx2(NvtxGetExportTableFunc_t get_export_table);
+RECAP_API size_t fake_nvtx_log(char *buf, size_t len);
+RECAP_API void fake_nvtx_clear(void);
 
 static const char *domain_name(nvtxDomainHandle_t d)
 {
@@ -73,7 +73,7 @@ static void NVTX_API mark(nvtxDomainHandle_t d, const nvtxEventAttributes_t *a)
     record("mark", d, a);
 }
 
-EXPORT int InitializeInjectionNvtx2(NvtxGetExportTableFunc_t get_export_table)
+RECAP_API int InitializeInjectionNvtx2(NvtxGetExportTableFunc_t get_export_table)
 {
     const NvtxExportTableCallbacks *cb = get_export_table(NVTX_ETID_CALLBACKS);
     NvtxFunctionTable table = NULL;
@@ -89,7 +89,7 @@ EXPORT int InitializeInjectionNvtx2(NvtxGetExportTableFunc_t get_export_table)
     return 1;
 }
 
-EXPORT size_t fake_nvtx_log(char *buf, size_t len)
+RECAP_API size_t fake_nvtx_log(char *buf, size_t len)
 {
     size_t n;
 
@@ -101,7 +101,7 @@ EXPORT size_t fake_nvtx_log(char *buf, size_t len)
     return n;
 }
 
-EXPORT void fake_nvtx_clear(void)
+RECAP_API void fake_nvtx_clear(void)
 {
     pthread_mutex_lock(&lock);
     log_len = 0;
