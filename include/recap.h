@@ -618,12 +618,12 @@ RECAP_API recap_status_t recap_snapshot_deserialize(const void *buf, size_t len,
 
 /*
  * Activation recomputation (Megatron-Core's checkpoint, CheckpointWithoutOutput and its
- * manager) through a C ABI. The host's "tensors" are buffers it owns, seen by recap as opaque
- * handles (recap_buffer_t); recap never reads their contents: everything it needs from the host
+ * manager) through a C ABI. The engine's "tensors" are buffers it owns, seen by recap as opaque
+ * handles (recap_buffer_t); recap never reads their contents: everything it needs from the engine
  * (storage, recording mode, gradients' triggers, saved buffers, the recompute context) goes
- * through a table of host operations. What a region re-runs is a recorded call: a function
+ * through a table of engine operations. What a region re-runs is a recorded call: a function
  * pointer, its signature and its argument values, copied at record time. Buffer arguments are
- * marked by position in the signature: RECAP_TYPE_BUFFER for inputs (stashed through the host's
+ * marked by position in the signature: RECAP_TYPE_BUFFER for inputs (stashed through the engine's
  * saved-buffer operations, read back once at rebuild), RECAP_TYPE_BUFFER_OUT for outputs the
  * function writes (released and rebuilt).
  *
@@ -631,17 +631,17 @@ RECAP_API recap_status_t recap_snapshot_deserialize(const void *buf, size_t len,
  * the first run and restores it for the recompute, so the recompute draws exactly what the first
  * run drew; the state current before the recompute is restored afterwards. Inside a capture on a
  * graph-safe tracker the snapshots are capture-relative, so the recompute redraws the forward's
- * numbers on every replay. Release and rebuild inside a capture call the host's storage
+ * numbers on every replay. Release and rebuild inside a capture call the engine's storage
  * operations there, so its allocator must be capture-safe: memory a captured kernel writes must
- * outlive the graph (PyTorch's graph pools do this; the plain host does with
- * RECAP_PLAIN_KEEP_FREED) and allocating there must be allowed (for the plain host's device
+ * outlive the graph (PyTorch's graph pools do this; the plain engine does with
+ * RECAP_PLAIN_KEEP_FREED) and allocating there must be allowed (for the plain engine's device
  * buffers: a capture in relaxed mode).
  *
  * Thread safety: a region, checkpoint or manager is used from one thread at a time; signatures
  * are immutable once created and may be shared between threads.
  */
 
-typedef void *recap_buffer_t;          /* a host buffer (the host's handle, never dereferenced) */
+typedef void *recap_buffer_t;          /* an engine's buffer (its handle, never dereferenced) */
 typedef void (*recap_func_t)(void);    /* any function, cast; its signature says how to call it */
 typedef struct recap_signature *recap_signature_h;
 typedef struct recap_region *recap_region_h;
@@ -658,7 +658,7 @@ typedef enum recap_type {
     RECAP_TYPE_FLOAT = 5,
     RECAP_TYPE_DOUBLE = 6,
     RECAP_TYPE_POINTER = 7,   /* kept as a value: what it points to is not saved */
-    RECAP_TYPE_BUFFER = 8,    /* input buffer; the function receives the host's buffer_arg */
+    RECAP_TYPE_BUFFER = 8,    /* input buffer; the function receives the engine's buffer_arg */
     RECAP_TYPE_BUFFER_OUT = 9 /* output buffer the function writes; likewise */
 } recap_type_t;
 
@@ -683,64 +683,64 @@ typedef enum recap_pass {
     RECAP_PASS_RECOMPUTE = 1 /* the rebuild or backward run */
 } recap_pass_t;
 
-/* A trigger: recap's callback the host calls when a buffer's gradient is being computed. */
+/* A trigger: recap's callback the engine calls when a buffer's gradient is being computed. */
 typedef recap_status_t (*recap_trigger_func_t)(void *arg);
 
 /*
- * What recap needs from the host. `host` (the params' user pointer) is passed to every
+ * What recap needs from the engine. `engine` (the params' user pointer, `host`) is passed to every
  * operation. Operations report failure with a status (anything but RECAP_OK); recap returns it.
  * The table must outlive every region, checkpoint and manager using it.
  */
-typedef struct recap_host_ops {
+typedef struct recap_engine_ops {
     /* What the function receives for a buffer argument (its data pointer, say); fails for a
      * buffer without storage. NULL: the handle itself. */
-    recap_status_t (*buffer_arg)(void *host, recap_buffer_t buf, void **arg_p);
+    recap_status_t (*buffer_arg)(void *engine, recap_buffer_t buf, void **arg_p);
     /* Whether the buffer needs a gradient. NULL: every buffer does. */
-    int (*needs_grad)(void *host, recap_buffer_t buf);
+    int (*needs_grad)(void *engine, recap_buffer_t buf);
     /* A new buffer like `like` (same size, device, kind), with storage of its own; `like` may
      * be without storage. Required. */
-    recap_status_t (*alloc_like)(void *host, recap_buffer_t like, recap_buffer_t *buf_p);
+    recap_status_t (*alloc_like)(void *engine, recap_buffer_t like, recap_buffer_t *buf_p);
     /* Frees a buffer recap obtained from alloc_like, load or the distribution ops. Required. */
-    recap_status_t (*free_buffer)(void *host, recap_buffer_t buf);
+    recap_status_t (*free_buffer)(void *engine, recap_buffer_t buf);
     /* Frees the buffer's storage; the handle (and views of it) stay valid, without storage.
      * Required for regions without output. */
-    recap_status_t (*free_storage)(void *host, recap_buffer_t buf);
+    recap_status_t (*free_storage)(void *engine, recap_buffer_t buf);
     /* Makes dst (and its views) use src's storage, without copying. recap frees src right after
      * with free_buffer, which must leave the storage dst now uses alone. Required for regions
      * without output. */
-    recap_status_t (*share_storage)(void *host, recap_buffer_t dst, recap_buffer_t src);
+    recap_status_t (*share_storage)(void *engine, recap_buffer_t dst, recap_buffer_t src);
     /* Whether two buffers use the same storage. NULL: the same handle. */
-    int (*same_storage)(void *host, recap_buffer_t a, recap_buffer_t b);
+    int (*same_storage)(void *engine, recap_buffer_t a, recap_buffer_t b);
     /* Switches recording (autograd) on or off for the calling thread, giving back the previous
-     * setting. NULL: the host does not record. */
-    recap_status_t (*set_recording)(void *host, int enable, int *previous_p);
+     * setting. NULL: the engine does not record. */
+    recap_status_t (*set_recording)(void *engine, int enable, int *previous_p);
     /* Arranges for fn(arg) to be called when buf's gradient is being computed; *handle_p
      * identifies it for remove_trigger. Required to release with a trigger buffer. */
-    recap_status_t (*add_trigger)(void *host, recap_buffer_t buf, recap_trigger_func_t fn,
+    recap_status_t (*add_trigger)(void *engine, recap_buffer_t buf, recap_trigger_func_t fn,
                                   void *arg, void **handle_p);
-    recap_status_t (*remove_trigger)(void *host, void *handle);
-    /* The host's saved-buffer mechanism (its hooks, e.g. offloading, see what recap keeps):
+    recap_status_t (*remove_trigger)(void *engine, void *handle);
+    /* The engine's saved-buffer mechanism (its hooks, e.g. offloading, see what recap keeps):
      * save keeps buf's contents reachable (the caller may free the handle meanwhile), load gives
      * back a buffer with them, valid until drop. All three or none; none: recap keeps the
      * handles themselves. */
-    recap_status_t (*save)(void *host, recap_buffer_t buf, void **saved_p);
-    recap_status_t (*load)(void *host, void *saved, recap_buffer_t *buf_p);
-    recap_status_t (*drop)(void *host, void *saved);
+    recap_status_t (*save)(void *engine, recap_buffer_t buf, void **saved_p);
+    recap_status_t (*load)(void *engine, void *saved, recap_buffer_t *buf_p);
+    recap_status_t (*drop)(void *engine, void *saved);
     /* Optional recompute context (e.g. FP8 scaling state), entered around every run of a
      * region's function with the pass it is: both or none. */
-    recap_status_t (*context_enter)(void *host, recap_pass_t pass, void **ctx_p);
-    recap_status_t (*context_exit)(void *host, void *ctx);
+    recap_status_t (*context_enter)(void *engine, recap_pass_t pass, void **ctx_p);
+    recap_status_t (*context_exit)(void *engine, void *ctx);
     /* Optional, for checkpoints with RECAP_CHECKPOINT_DISTRIBUTE: a new buffer holding this
      * rank's slice of buf across the tensor-parallel group, and a new buffer holding every
-     * rank's slices of `slice` gathered back into the whole (the host knows the shape). */
-    recap_status_t (*distribute)(void *host, recap_buffer_t buf, recap_buffer_t *slice_p);
-    recap_status_t (*all_gather)(void *host, recap_buffer_t slice, recap_buffer_t *full_p);
-} recap_host_ops_t;
+     * rank's slices of `slice` gathered back into the whole (the engine knows the shape). */
+    recap_status_t (*distribute)(void *engine, recap_buffer_t buf, recap_buffer_t *slice_p);
+    recap_status_t (*all_gather)(void *engine, recap_buffer_t slice, recap_buffer_t *full_p);
+} recap_engine_ops_t;
 
 enum {
     /* Release keeps outputs that share storage with an input (retain_input_tensors). */
     RECAP_REGION_RETAIN_INPUTS = 1u << 0,
-    /* Runs without entering the host's recompute context (it is entered by default). */
+    /* Runs without entering the engine's recompute context (it is entered by default). */
     RECAP_REGION_NO_CONTEXT = 1u << 1,
     /* Checkpoints: keep only this rank's slice of the first input buffer, all-gathered again
      * before the recompute (distribute_saved_activations). */
@@ -748,8 +748,9 @@ enum {
 };
 
 typedef struct recap_region_params {
-    const recap_host_ops_t *ops;
-    void *host;               /* passed to every host operation */
+    const recap_engine_ops_t *ops;
+    void *host;               /* the engine: passed to every engine operation (the field keeps
+                               * the name it had before ABI 1.5, so initializers still compile) */
     /* The tracker whose whole RNG state (recap_snapshot_take) is restored for the recompute;
      * NULL: random numbers are not managed. */
     recap_tracker_h tracker;
@@ -791,9 +792,9 @@ RECAP_API recap_status_t recap_region_create(const recap_region_params_t *params
  * the region's function, the lifecycle calls on that region (destroy, record, release, rebuild,
  * finish, its manager's release and rebuild) return RECAP_ERR_STATE and change nothing. */
 RECAP_API recap_status_t recap_region_destroy(recap_region_h region);
-/* NEW -> RECORDED: snapshots the RNG state, runs fn(args) once without recording (the host's
+/* NEW -> RECORDED: snapshots the RNG state, runs fn(args) once without recording (the engine's
  * set_recording) with recap_is_checkpointing true, then stashes the input buffers through the
- * host's save. The argument values are copied; nargs must equal the signature's count and fn
+ * engine's save. The argument values are copied; nargs must equal the signature's count and fn
  * must not be NULL (RECAP_ERR_INVALID_ARG, nothing run). */
 RECAP_API recap_status_t recap_region_record(recap_region_h region, recap_signature_h sig,
                                              recap_func_t fn, const recap_value_t *args,
@@ -808,7 +809,7 @@ RECAP_API recap_status_t recap_region_release(recap_region_h region, recap_buffe
  * new storage (no copy), and restores the RNG state current before. The trigger calls it; a
  * trigger firing in any later state does nothing. */
 RECAP_API recap_status_t recap_region_rebuild(recap_region_h region);
-/* REBUILT -> DONE: the host has back-propagated through the outputs; removes the trigger. */
+/* REBUILT -> DONE: the engine has back-propagated through the outputs; removes the trigger. */
 RECAP_API recap_status_t recap_region_finish(recap_region_h region);
 RECAP_API recap_status_t recap_region_state(recap_region_h region, recap_region_state_t *state_p);
 /* Whether the region is a plain call (no input needed a gradient); RECAP_ERR_STATE before
@@ -823,7 +824,7 @@ RECAP_API recap_status_t recap_region_return_value(recap_region_h region, recap_
  * added (forward order). Its regions use its ops and host. After a rebuild the manager is empty
  * and collects the next regions.
  */
-RECAP_API recap_status_t recap_manager_create(const recap_host_ops_t *ops, void *host,
+RECAP_API recap_status_t recap_manager_create(const recap_engine_ops_t *ops, void *engine,
                                               recap_manager_h *mgr_p);
 /* Regions still registered are let go (they stay valid). */
 RECAP_API recap_status_t recap_manager_destroy(recap_manager_h mgr);
@@ -843,12 +844,12 @@ RECAP_API recap_status_t recap_manager_rebuild(recap_manager_h mgr);
 
 /*
  * Full recompute (checkpoint): snapshots the RNG state, runs fn(args) without recording and
- * keeps the input buffers (through the host's save); the outputs the function wrote are the
- * caller's as usual. At backward the host calls recap_checkpoint_backward when the outputs'
+ * keeps the input buffers (through the engine's save); the outputs the function wrote are the
+ * caller's as usual. At backward the engine calls recap_checkpoint_backward when the outputs'
  * gradient arrives: recap restores the snapshot, re-runs with recording into new output buffers
  * and hands them back to back-propagate through, then restores the RNG state current before.
  * With RECAP_CHECKPOINT_DISTRIBUTE only this rank's slice of the first input buffer is kept
- * (the host's distribute) and all-gathered before the recompute. When no input needs a
+ * (the engine's distribute) and all-gathered before the recompute. When no input needs a
  * gradient the run is a plain call and backward is RECAP_ERR_STATE.
  */
 RECAP_API recap_status_t recap_checkpoint_run(const recap_region_params_t *params,
@@ -856,7 +857,7 @@ RECAP_API recap_status_t recap_checkpoint_run(const recap_region_params_t *param
                                               const recap_value_t *args, size_t nargs,
                                               recap_checkpoint_h *ckpt_p);
 /* Once: outputs[i] receives the recomputed i-th output buffer (in argument order; n must be
- * the number of RECAP_TYPE_BUFFER_OUT arguments), a buffer from alloc_like that the host now
+ * the number of RECAP_TYPE_BUFFER_OUT arguments), a buffer from alloc_like that the engine now
  * owns. The output handles given to run must still be valid (alloc_like takes them as templates;
  * their storage may be gone). A second call is RECAP_ERR_STATE. */
 RECAP_API recap_status_t recap_checkpoint_backward(recap_checkpoint_h ckpt,
@@ -870,8 +871,13 @@ RECAP_API recap_status_t recap_checkpoint_destroy(recap_checkpoint_h ckpt);
  * (nested regions included), else 0. */
 RECAP_API recap_status_t recap_is_checkpointing(int *checkpointing_p);
 
-/* The add-ons, each beside the core it builds on: recap-probe's checks, the plain host (regions
- * over raw memory), and checkpoint inputs distributed over NCCL. */
+/* Names before ABI 1.5, which called the engine "the host" (deprecated; existing programs
+ * compile, and the library still exports the old functions for existing binaries). */
+typedef recap_engine_ops_t recap_host_ops_t;
+#define recap_host_ops recap_engine_ops
+
+/* The add-ons, each beside the core it builds on: recap-probe's checks, the plain engine
+ * (regions over raw memory), and checkpoint inputs distributed over NCCL. */
 #include "recap/probe.h"
 #include "recap/plain.h"
 #include "recap/nccl.h"

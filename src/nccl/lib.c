@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * NCCL and the driver calls the NCCL operations need, resolved at run time. librecap has no
- * build-time dependency on NCCL: a host that distributes checkpoint inputs has NCCL loaded
- * already (its communicator comes from it), and every other host never loads it.
+ * build-time dependency on NCCL: an engine that distributes checkpoint inputs has NCCL loaded
+ * already (its communicator comes from it), and every other program never loads it.
  */
 #define _GNU_SOURCE
 #include "config.h"
@@ -41,7 +41,7 @@ static const struct {
     {offsetof(recap__nccl_lib_t, CommGetAsyncError), "ncclCommGetAsyncError", 1},
 };
 
-/* The host's NCCL first: a communicator may only be used by the library that created it, and a
+/* The engine's NCCL first: a communicator may only be used by the library that created it, and a
  * second copy of NCCL in the process would not know it. */
 static void *open_nccl(void)
 {
@@ -86,7 +86,7 @@ static void lib_load(void)
         if (sym == NULL && !lib_syms[i].optional) {
             snprintf(lib_why, sizeof(lib_why), "%s lacks %s (not an NCCL 2 library like "
                      NCCL_SONAME "?)", lib_path, lib_syms[i].name);
-            return; /* left open: a library the host may use is never unloaded */
+            return; /* left open: a library the engine may use is never unloaded */
         }
         memcpy((char *)&lib + lib_syms[i].offset, &sym, sizeof(sym));
     }

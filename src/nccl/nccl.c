@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * The NCCL wrapper of a host: a table of host operations that forwards to the host's own, adds
- * distribute and all_gather over the host's communicator (nccl_slice.c) and wraps save/load/drop
- * so a slice's saved copy carries what its gather needs. Regions call every operation with the
- * table's one host pointer, so the wrapper is that pointer and keeps the host's.
+ * The NCCL wrapper of an engine: a table of engine operations that forwards to the engine's own,
+ * adds distribute and all_gather over the engine's communicator (slice.c) and wraps
+ * save/load/drop so a slice's saved copy carries what its gather needs. Regions call every operation with the
+ * table's one engine pointer, so the wrapper is that pointer and keeps the engine's.
  */
 #include "config.h"
 
@@ -15,65 +15,65 @@
 
 #define W(h) ((struct recap_nccl *)(h))
 
-/* Forwarders: the host's operation with the host's own pointer. */
+/* Forwarders: the engine's operation with the engine's own pointer. */
 static recap_status_t fw_buffer_arg(void *h, recap_buffer_t buf, void **arg_p)
 {
-    return W(h)->ops->buffer_arg(W(h)->host, buf, arg_p);
+    return W(h)->ops->buffer_arg(W(h)->engine, buf, arg_p);
 }
 
 static int fw_needs_grad(void *h, recap_buffer_t buf)
 {
-    return W(h)->ops->needs_grad(W(h)->host, buf);
+    return W(h)->ops->needs_grad(W(h)->engine, buf);
 }
 
 static recap_status_t fw_alloc_like(void *h, recap_buffer_t like, recap_buffer_t *buf_p)
 {
-    return W(h)->ops->alloc_like(W(h)->host, like, buf_p);
+    return W(h)->ops->alloc_like(W(h)->engine, like, buf_p);
 }
 
 static recap_status_t fw_free_storage(void *h, recap_buffer_t buf)
 {
-    return W(h)->ops->free_storage(W(h)->host, buf);
+    return W(h)->ops->free_storage(W(h)->engine, buf);
 }
 
 static recap_status_t fw_share_storage(void *h, recap_buffer_t dst, recap_buffer_t src)
 {
-    return W(h)->ops->share_storage(W(h)->host, dst, src);
+    return W(h)->ops->share_storage(W(h)->engine, dst, src);
 }
 
 static int fw_same_storage(void *h, recap_buffer_t a, recap_buffer_t b)
 {
-    return W(h)->ops->same_storage(W(h)->host, a, b);
+    return W(h)->ops->same_storage(W(h)->engine, a, b);
 }
 
 static recap_status_t fw_set_recording(void *h, int enable, int *previous_p)
 {
-    return W(h)->ops->set_recording(W(h)->host, enable, previous_p);
+    return W(h)->ops->set_recording(W(h)->engine, enable, previous_p);
 }
 
 static recap_status_t fw_add_trigger(void *h, recap_buffer_t buf, recap_trigger_func_t fn,
                                      void *arg, void **handle_p)
 {
-    return W(h)->ops->add_trigger(W(h)->host, buf, fn, arg, handle_p);
+    return W(h)->ops->add_trigger(W(h)->engine, buf, fn, arg, handle_p);
 }
 
 static recap_status_t fw_remove_trigger(void *h, void *handle)
 {
-    return W(h)->ops->remove_trigger(W(h)->host, handle);
+    return W(h)->ops->remove_trigger(W(h)->engine, handle);
 }
 
 static recap_status_t fw_context_enter(void *h, recap_pass_t pass, void **ctx_p)
 {
-    return W(h)->ops->context_enter(W(h)->host, pass, ctx_p);
+    return W(h)->ops->context_enter(W(h)->engine, pass, ctx_p);
 }
 
 static recap_status_t fw_context_exit(void *h, void *ctx)
 {
-    return W(h)->ops->context_exit(W(h)->host, ctx);
+    return W(h)->ops->context_exit(W(h)->engine, ctx);
 }
 
-/* An optional operation the host lacks stays NULL: NULL has a meaning of its own (every buffer
- * needs a gradient, the host does not record, ...). */
+/* An optional operation the engine lacks stays NULL: NULL has a meaning of its own (every buffer
+ * needs a gradient, the engine does not record, ...). */
 #define FORWARD(op) w->table.op = w->ops->op != NULL ? fw_##op : NULL
 
 static void build_table(struct recap_nccl *w)
@@ -103,16 +103,16 @@ static recap_status_t check_params(const recap_nccl_params_t *p)
     const recap_nccl_buffer_ops_t *b;
 
     RECAP_CHECK_ARG(p != NULL, "params is NULL");
-    RECAP_CHECK_ARG(p->comm != NULL, "comm (the host's ncclComm_t) is NULL");
+    RECAP_CHECK_ARG(p->comm != NULL, "comm (the engine's ncclComm_t) is NULL");
     RECAP_CHECK_ARG(p->nranks >= 1, "nranks %d: a group has at least one rank", p->nranks);
     RECAP_CHECK_ARG(p->rank >= 0 && p->rank < p->nranks, "rank %d outside 0..%d", p->rank,
                     p->nranks - 1);
-    RECAP_CHECK_ARG(p->ops != NULL, "ops (the host's operations) is NULL");
+    RECAP_CHECK_ARG(p->ops != NULL, "ops (the engine's operations) is NULL");
     RECAP_CHECK_ARG(p->ops->alloc_like != NULL && p->ops->free_buffer != NULL,
-                    "host ops lack alloc_like or free_buffer");
+                    "engine ops lack alloc_like or free_buffer");
     RECAP_CHECK_ARG((p->ops->save != NULL) == (p->ops->load != NULL) &&
                         (p->ops->save != NULL) == (p->ops->drop != NULL),
-                    "host ops give some of save/load/drop only");
+                    "engine ops give some of save/load/drop only");
     b = p->buffers;
     RECAP_CHECK_ARG(b != NULL, "buffers (the buffer operations) is NULL");
     RECAP_CHECK_ARG(b->bytes != NULL && b->data != NULL && b->alloc != NULL,
@@ -164,7 +164,7 @@ recap_status_t recap_nccl_ops_create(const recap_nccl_params_t *params, recap_nc
     if (w == NULL)
         return recap__fail(RECAP_ERR_NO_MEMORY, "NCCL wrapper");
     w->ops = params->ops;
-    w->host = params->host;
+    w->engine = params->host;
     w->bops = *params->buffers;
     w->lib = lib;
     w->comm = params->comm;
@@ -194,7 +194,7 @@ recap_status_t recap_nccl_ops_destroy(recap_nccl_h nccl)
     return RECAP_OK;
 }
 
-recap_status_t recap_nccl_host_ops(recap_nccl_h nccl, const recap_host_ops_t **ops_p,
+recap_status_t recap_nccl_engine_ops(recap_nccl_h nccl, const recap_engine_ops_t **ops_p,
                                    void **host_p)
 {
     RECAP_CHECK_ARG(nccl != NULL && ops_p != NULL && host_p != NULL, "NULL argument");
@@ -221,14 +221,14 @@ recap_status_t recap_nccl_stats(recap_nccl_h nccl, recap_nccl_stats_t *stats_p)
     return RECAP_OK;
 }
 
-/* ---------------------------------------------------------------- the plain host's buffers */
+/* ---------------------------------------------------------------- the plain engine's buffers */
 
-static recap_status_t plain_bytes(void *host, recap_buffer_t buf, size_t *bytes_p)
+static recap_status_t plain_bytes(void *engine, recap_buffer_t buf, size_t *bytes_p)
 {
     return recap_plain_buffer_bytes(buf, bytes_p);
 }
 
-static recap_status_t plain_data(void *host, recap_buffer_t buf, void **ptr_p)
+static recap_status_t plain_data(void *engine, recap_buffer_t buf, void **ptr_p)
 {
     recap_status_t st = recap_plain_buffer_data(buf, ptr_p);
 
@@ -237,12 +237,12 @@ static recap_status_t plain_data(void *host, recap_buffer_t buf, void **ptr_p)
     return st;
 }
 
-/* Plain buffers have no form beyond their bytes; `like` is of the same host, so the same
+/* Plain buffers have no form beyond their bytes; `like` is of the same engine, so the same
  * device. */
-static recap_status_t plain_alloc(void *host, recap_buffer_t like, size_t bytes, int needs_grad,
+static recap_status_t plain_alloc(void *engine, recap_buffer_t like, size_t bytes, int needs_grad,
                                   void *form, recap_buffer_t *buf_p)
 {
-    return recap_plain_buffer_create(host, bytes, needs_grad, buf_p);
+    return recap_plain_buffer_create(engine, bytes, needs_grad, buf_p);
 }
 
 static const recap_nccl_buffer_ops_t plain_buffer_ops = {

@@ -50,17 +50,17 @@ recap_status_t recap__nccl_ptr_device(int device, const void *ptr, int *owner_p)
 recap_status_t recap__nccl_copy(int device, void *dst, const void *src, size_t bytes,
                                 recap_stream_t stream, int *staged_p);
 
-/* What recap saves for one input of a region or checkpoint through the wrapper: the host's
+/* What recap saves for one input of a region or checkpoint through the wrapper: the engine's
  * saved handle, and for a slice what its gather needs. Slices are linked in their object's list
  * from distribute until they are dropped (or freed unsaved). */
 typedef struct recap__nsaved {
     uint64_t magic;
     struct recap__nsaved *prev, *next; /* slices only */
-    void *inner;            /* the host's saved handle; the buffer itself without host save */
+    void *inner;            /* the engine's saved handle; the buffer itself without engine save */
     int is_slice;
     int saved;              /* a slice: saved (else distributed and not saved yet) */
     int handle_gone;        /* a slice: recap freed the handle distribute gave */
-    int free_at_drop;       /* a slice of a host without save: its handle is the saved copy */
+    int free_at_drop;       /* a slice of an engine without save: its handle is the saved copy */
     recap_buffer_t handle;  /* a slice: as distribute gave it */
     recap_buffer_t loaded;  /* a slice: as load gave it back (NULL before) */
     size_t whole, slice;    /* T and S in bytes */
@@ -71,9 +71,9 @@ typedef struct recap__nsaved {
 #define RECAP__NSAVED_MAGIC 0x7265636170736176ULL /* "recapsav" */
 
 struct recap_nccl {
-    recap_host_ops_t table;       /* what recap_nccl_host_ops gives: forwards, adds, wraps */
-    const recap_host_ops_t *ops;  /* the host's own */
-    void *host;
+    recap_engine_ops_t table;       /* what recap_nccl_engine_ops gives: forwards, adds, wraps */
+    const recap_engine_ops_t *ops;  /* the engine's own */
+    void *engine;
     recap_nccl_buffer_ops_t bops;
     const recap__nccl_lib_t *lib;
     void *comm;
@@ -88,12 +88,12 @@ struct recap_nccl {
 size_t recap__nccl_slice_bytes(size_t whole, int nranks);
 size_t recap__nccl_rank_bytes(size_t whole, size_t slice, int rank);
 
-/* The operations the wrapper adds or takes over (nccl_slice.c). */
-recap_status_t recap__nccl_distribute(void *host, recap_buffer_t buf, recap_buffer_t *slice_p);
-recap_status_t recap__nccl_all_gather(void *host, recap_buffer_t slice, recap_buffer_t *full_p);
-recap_status_t recap__nccl_save(void *host, recap_buffer_t buf, void **saved_p);
-recap_status_t recap__nccl_load(void *host, void *saved, recap_buffer_t *buf_p);
-recap_status_t recap__nccl_drop(void *host, void *saved);
-recap_status_t recap__nccl_free_buffer(void *host, recap_buffer_t buf);
+/* The operations the wrapper adds or takes over (slice.c). */
+recap_status_t recap__nccl_distribute(void *engine, recap_buffer_t buf, recap_buffer_t *slice_p);
+recap_status_t recap__nccl_all_gather(void *engine, recap_buffer_t slice, recap_buffer_t *full_p);
+recap_status_t recap__nccl_save(void *engine, recap_buffer_t buf, void **saved_p);
+recap_status_t recap__nccl_load(void *engine, void *saved, recap_buffer_t *buf_p);
+recap_status_t recap__nccl_drop(void *engine, void *saved);
+recap_status_t recap__nccl_free_buffer(void *engine, recap_buffer_t buf);
 
 #endif

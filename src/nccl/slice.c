@@ -38,15 +38,15 @@ static recap_status_t device_data(struct recap_nccl *w, recap_buffer_t buf, size
     size_t bytes;
     int owner;
 
-    st = w->bops.bytes(w->host, buf, &bytes);
+    st = w->bops.bytes(w->engine, buf, &bytes);
     if (st != RECAP_OK)
-        return recap__host_fail(st, "bytes", -1);
+        return recap__engine_fail(st, "bytes", -1);
     if (bytes != want)
         return recap__fail(RECAP_ERR_INVALID_ARG, "buffer %p has %zu bytes, %zu expected", buf,
                            bytes, want);
-    st = w->bops.data(w->host, buf, ptr_p);
+    st = w->bops.data(w->engine, buf, ptr_p);
     if (st != RECAP_OK || *ptr_p == NULL)
-        return recap__host_fail(st, "data", -1);
+        return recap__engine_fail(st, "data", -1);
     st = recap__nccl_ptr_device(w->device, *ptr_p, &owner);
     if (st == RECAP_OK && owner != w->device)
         return recap__fail(RECAP_ERR_WRONG_DEVICE, "buffer %p is on device %d, the "
@@ -60,10 +60,10 @@ static recap_status_t host_alloc(struct recap_nccl *w, recap_buffer_t like, size
     recap_status_t st;
 
     *buf_p = NULL;
-    st = w->bops.alloc(w->host, like, bytes, needs_grad, form, buf_p);
+    st = w->bops.alloc(w->engine, like, bytes, needs_grad, form, buf_p);
     if (st != RECAP_OK || *buf_p == NULL) {
         *buf_p = NULL;
-        return recap__host_fail(st, "alloc", -1);
+        return recap__engine_fail(st, "alloc", -1);
     }
     return RECAP_OK;
 }
@@ -95,7 +95,7 @@ static recap_stream_t current_stream(struct recap_nccl *w)
 static void free_form(struct recap_nccl *w, void *form)
 {
     if (form != NULL && w->bops.free_form != NULL)
-        w->bops.free_form(w->host, form);
+        w->bops.free_form(w->engine, form);
 }
 
 static void link_slice_locked(struct recap_nccl *w, recap__nsaved_t *r)
@@ -135,12 +135,12 @@ static recap_status_t note_slice(struct recap_nccl *w, recap_buffer_t whole, rec
     r->handle = slice;
     r->whole = bytes;
     r->slice = s;
-    r->needs_grad = w->ops->needs_grad == NULL || w->ops->needs_grad(w->host, whole);
+    r->needs_grad = w->ops->needs_grad == NULL || w->ops->needs_grad(w->engine, whole);
     if (w->bops.keep_form != NULL) {
-        st = w->bops.keep_form(w->host, whole, &r->form);
+        st = w->bops.keep_form(w->engine, whole, &r->form);
         if (st != RECAP_OK) {
             free(r);
-            return recap__host_fail(st, "keep_form", -1);
+            return recap__engine_fail(st, "keep_form", -1);
         }
     }
     recap__lock(&w->lock);
@@ -150,18 +150,18 @@ static recap_status_t note_slice(struct recap_nccl *w, recap_buffer_t whole, rec
     return RECAP_OK;
 }
 
-recap_status_t recap__nccl_distribute(void *host, recap_buffer_t buf, recap_buffer_t *slice_p)
+recap_status_t recap__nccl_distribute(void *engine, recap_buffer_t buf, recap_buffer_t *slice_p)
 {
-    struct recap_nccl *w = host;
+    struct recap_nccl *w = engine;
     recap_buffer_t slice;
     size_t bytes, s;
     void *src, *dst;
     recap_status_t st;
 
     RECAP_CHECK_ARG(buf != NULL && slice_p != NULL, "NULL argument");
-    st = w->bops.bytes(w->host, buf, &bytes);
+    st = w->bops.bytes(w->engine, buf, &bytes);
     if (st != RECAP_OK)
-        return recap__host_fail(st, "bytes", -1);
+        return recap__engine_fail(st, "bytes", -1);
     RECAP_CHECK_ARG(bytes > 0, "distribute: buffer %p has no bytes to split", buf);
     s = recap__nccl_slice_bytes(bytes, w->nranks);
     RECAP_CHECK_ARG(s >= bytes / (size_t)w->nranks && s <= SIZE_MAX / (size_t)w->nranks,
@@ -179,7 +179,7 @@ recap_status_t recap__nccl_distribute(void *host, recap_buffer_t buf, recap_buff
     if (st == RECAP_OK)
         st = note_slice(w, buf, slice, bytes, s);
     if (st != RECAP_OK) {
-        w->ops->free_buffer(w->host, slice);
+        w->ops->free_buffer(w->engine, slice);
         return st;
     }
     *slice_p = slice;
@@ -187,7 +187,7 @@ recap_status_t recap__nccl_distribute(void *host, recap_buffer_t buf, recap_buff
 }
 
 /* The slice record of a loaded saved copy, or of a slice distribute gave that is still alive
- * (a host calling the operations directly). */
+ * (an engine calling the operations directly). */
 static recap_status_t find_slice(struct recap_nccl *w, recap_buffer_t slice, recap__nsaved_t *copy_p)
 {
     recap__nsaved_t *r;
@@ -213,9 +213,9 @@ static recap_status_t gather(struct recap_nccl *w, const void *src, void *dst, s
                               "ncclAllGather");
 }
 
-recap_status_t recap__nccl_all_gather(void *host, recap_buffer_t slice, recap_buffer_t *full_p)
+recap_status_t recap__nccl_all_gather(void *engine, recap_buffer_t slice, recap_buffer_t *full_p)
 {
-    struct recap_nccl *w = host;
+    struct recap_nccl *w = engine;
     recap_buffer_t full = NULL, scratch = NULL;
     recap_stream_t stream = current_stream(w);
     recap__nsaved_t r = {0};
@@ -245,10 +245,10 @@ recap_status_t recap__nccl_all_gather(void *host, recap_buffer_t slice, recap_bu
     if (st == RECAP_OK && scratch != NULL)
         st = copy(w, dst, tmp, r.whole, stream); /* the padding stays behind */
     if (scratch != NULL)
-        w->ops->free_buffer(w->host, scratch);
+        w->ops->free_buffer(w->engine, scratch);
     if (st != RECAP_OK) {
         if (full != NULL)
-            w->ops->free_buffer(w->host, full);
+            w->ops->free_buffer(w->engine, full);
         return st;
     }
     recap__lock(&w->lock);
@@ -273,15 +273,15 @@ static recap_status_t check_saved(void *saved, recap__nsaved_t **r_p)
 
 /* A slice distribute gave and nobody saved yet takes the saved copy's place in the record; any
  * other buffer gets a record of its own. */
-recap_status_t recap__nccl_save(void *host, recap_buffer_t buf, void **saved_p)
+recap_status_t recap__nccl_save(void *engine, recap_buffer_t buf, void **saved_p)
 {
-    struct recap_nccl *w = host;
+    struct recap_nccl *w = engine;
     recap__nsaved_t *r, *mine = NULL;
     void *inner = buf;
     recap_status_t st;
 
     if (w->ops->save != NULL) {
-        st = w->ops->save(w->host, buf, &inner);
+        st = w->ops->save(w->engine, buf, &inner);
         if (st != RECAP_OK)
             return st;
     }
@@ -300,7 +300,7 @@ recap_status_t recap__nccl_save(void *host, recap_buffer_t buf, void **saved_p)
         mine = calloc(1, sizeof(*mine));
         if (mine == NULL) {
             if (w->ops->drop != NULL)
-                w->ops->drop(w->host, inner);
+                w->ops->drop(w->engine, inner);
             return recap__fail(RECAP_ERR_NO_MEMORY, "saved handle");
         }
         mine->magic = RECAP__NSAVED_MAGIC;
@@ -313,9 +313,9 @@ recap_status_t recap__nccl_save(void *host, recap_buffer_t buf, void **saved_p)
     return RECAP_OK;
 }
 
-recap_status_t recap__nccl_load(void *host, void *saved, recap_buffer_t *buf_p)
+recap_status_t recap__nccl_load(void *engine, void *saved, recap_buffer_t *buf_p)
 {
-    struct recap_nccl *w = host;
+    struct recap_nccl *w = engine;
     recap_buffer_t buf = NULL;
     recap__nsaved_t *r = NULL;
     recap_status_t st = check_saved(saved, &r);
@@ -323,7 +323,7 @@ recap_status_t recap__nccl_load(void *host, void *saved, recap_buffer_t *buf_p)
     if (st != RECAP_OK)
         return st;
     if (w->ops->load != NULL) {
-        st = w->ops->load(w->host, r->inner, &buf);
+        st = w->ops->load(w->engine, r->inner, &buf);
         if (st != RECAP_OK)
             return st;
     } else {
@@ -338,9 +338,9 @@ recap_status_t recap__nccl_load(void *host, void *saved, recap_buffer_t *buf_p)
     return RECAP_OK;
 }
 
-recap_status_t recap__nccl_drop(void *host, void *saved)
+recap_status_t recap__nccl_drop(void *engine, void *saved)
 {
-    struct recap_nccl *w = host;
+    struct recap_nccl *w = engine;
     recap__nsaved_t *r = NULL;
     recap_status_t st = check_saved(saved, &r), dst = RECAP_OK;
     int free_handle;
@@ -348,7 +348,7 @@ recap_status_t recap__nccl_drop(void *host, void *saved)
     if (st != RECAP_OK)
         return st;
     if (w->ops->drop != NULL)
-        dst = w->ops->drop(w->host, r->inner);
+        dst = w->ops->drop(w->engine, r->inner);
     recap__lock(&w->lock);
     w->stats.live_saved--;
     if (r->is_slice)
@@ -356,18 +356,18 @@ recap_status_t recap__nccl_drop(void *host, void *saved)
     free_handle = r->is_slice && r->free_at_drop && r->handle_gone;
     recap__unlock(&w->lock);
     if (free_handle)
-        st = w->ops->free_buffer(w->host, r->handle);
+        st = w->ops->free_buffer(w->engine, r->handle);
     free_form(w, r->form);
     r->magic = 0;
     free(r);
     return dst != RECAP_OK ? dst : st;
 }
 
-/* recap frees a slice right after saving it. The host's save keeps its contents; without one the
+/* recap frees a slice right after saving it. The engine's save keeps its contents; without one the
  * handle is the saved copy, so freeing it waits for the drop. An unsaved slice is forgotten. */
-recap_status_t recap__nccl_free_buffer(void *host, recap_buffer_t buf)
+recap_status_t recap__nccl_free_buffer(void *engine, recap_buffer_t buf)
 {
-    struct recap_nccl *w = host;
+    struct recap_nccl *w = engine;
     recap__nsaved_t *r, *forget = NULL;
     int defer = 0;
 
@@ -388,5 +388,5 @@ recap_status_t recap__nccl_free_buffer(void *host, recap_buffer_t buf)
         free_form(w, forget->form);
         free(forget);
     }
-    return defer ? RECAP_OK : w->ops->free_buffer(w->host, buf);
+    return defer ? RECAP_OK : w->ops->free_buffer(w->engine, buf);
 }

@@ -6,16 +6,16 @@
 #include "base/handle.h"
 #include "plain/plain.h"
 
-recap_status_t recap_plain_buffer_create(recap_plain_host_h host, size_t bytes, int needs_grad,
+recap_status_t recap_plain_buffer_create(recap_plain_engine_h engine, size_t bytes, int needs_grad,
                                          recap_buffer_t *buf_p)
 {
     recap__pbuf_t *b;
     recap_status_t st;
 
-    RECAP_CHECK_HANDLE(host, RECAP_MAGIC_PLAIN_HOST, "plain host");
+    RECAP_CHECK_HANDLE(engine, RECAP_MAGIC_PLAIN_ENGINE, "plain engine");
     RECAP_CHECK_ARG(buf_p != NULL, "NULL argument");
     RECAP_CHECK_ARG(bytes > 0, "buffer of 0 bytes");
-    st = recap__pbuf_alloc(host, bytes, needs_grad, &b);
+    st = recap__pbuf_alloc(engine, bytes, needs_grad, &b);
     if (st == RECAP_OK)
         *buf_p = b;
     return st;
@@ -39,9 +39,9 @@ recap_status_t recap_plain_buffer_data(recap_buffer_t buf, void **data_p)
     if (st != RECAP_OK)
         return st;
     RECAP_CHECK_ARG(data_p != NULL, "data_p is NULL");
-    recap__lock(&b->host->lock);
+    recap__lock(&b->engine->lock);
     *data_p = b->st->block != NULL ? b->st->block->data : NULL;
-    recap__unlock(&b->host->lock);
+    recap__unlock(&b->engine->lock);
     return RECAP_OK;
 }
 

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * The plain host's operations table: what regions and checkpoints call for plain buffers. The
- * `host` pointer they receive is the recap_plain_host_h.
+ * The plain engine's operations table: what regions and checkpoints call for plain buffers. The
+ * `engine` pointer they receive is the recap_plain_engine_h.
  */
 #include "config.h"
 
@@ -21,44 +21,44 @@ static _Thread_local int not_recording;
             return st_;                                         \
     } while (0)
 
-static recap_status_t buffer_arg(void *host, recap_buffer_t buf, void **arg_p)
+static recap_status_t buffer_arg(void *engine, recap_buffer_t buf, void **arg_p)
 {
     recap__pbuf_t *b;
 
     PBUF(buf, b);
-    recap__lock(&b->host->lock);
+    recap__lock(&b->engine->lock);
     *arg_p = b->st->block != NULL ? b->st->block->data : NULL;
-    recap__unlock(&b->host->lock);
+    recap__unlock(&b->engine->lock);
     if (*arg_p == NULL)
         return recap__fail(RECAP_ERR_STATE, "plain buffer %p has no storage (released)", buf);
     return RECAP_OK;
 }
 
-static int needs_grad(void *host, recap_buffer_t buf)
+static int needs_grad(void *engine, recap_buffer_t buf)
 {
     recap__pbuf_t *b = buf;
 
     return recap__pbuf_check(buf, &b) == RECAP_OK && b->needs_grad;
 }
 
-static recap_status_t alloc_like(void *host, recap_buffer_t like, recap_buffer_t *buf_p)
+static recap_status_t alloc_like(void *engine, recap_buffer_t like, recap_buffer_t *buf_p)
 {
     recap__pbuf_t *b, *nb;
     recap_status_t st;
 
     PBUF(like, b);
-    st = recap__pbuf_alloc(b->host, b->bytes, b->needs_grad, &nb);
+    st = recap__pbuf_alloc(b->engine, b->bytes, b->needs_grad, &nb);
     if (st == RECAP_OK)
         *buf_p = nb;
     return st;
 }
 
-static recap_status_t free_buffer(void *host, recap_buffer_t buf)
+static recap_status_t free_buffer(void *engine, recap_buffer_t buf)
 {
     return recap_plain_buffer_destroy(buf);
 }
 
-static recap_status_t free_storage(void *host, recap_buffer_t buf)
+static recap_status_t free_storage(void *engine, recap_buffer_t buf)
 {
     recap__pbuf_t *b;
 
@@ -66,7 +66,7 @@ static recap_status_t free_storage(void *host, recap_buffer_t buf)
     return recap__pbuf_free_storage(b);
 }
 
-static recap_status_t share_storage(void *host, recap_buffer_t dst, recap_buffer_t src)
+static recap_status_t share_storage(void *engine, recap_buffer_t dst, recap_buffer_t src)
 {
     recap__pbuf_t *d, *s;
 
@@ -75,7 +75,7 @@ static recap_status_t share_storage(void *host, recap_buffer_t dst, recap_buffer
     return recap__pbuf_share(d, s);
 }
 
-static int same_storage(void *host, recap_buffer_t a, recap_buffer_t b)
+static int same_storage(void *engine, recap_buffer_t a, recap_buffer_t b)
 {
     recap__pbuf_t *x, *y;
 
@@ -84,7 +84,7 @@ static int same_storage(void *host, recap_buffer_t a, recap_buffer_t b)
     return x->st == y->st || (x->st->block != NULL && x->st->block == y->st->block);
 }
 
-static recap_status_t set_recording(void *host, int enable, int *previous_p)
+static recap_status_t set_recording(void *engine, int enable, int *previous_p)
 {
     *previous_p = !not_recording;
     not_recording = !enable;
@@ -98,7 +98,7 @@ recap_status_t recap_plain_is_recording(int *recording_p)
     return RECAP_OK;
 }
 
-static recap_status_t add_trigger(void *host, recap_buffer_t buf, recap_trigger_func_t fn,
+static recap_status_t add_trigger(void *engine, recap_buffer_t buf, recap_trigger_func_t fn,
                                   void *arg, void **handle_p)
 {
     recap__pbuf_t *b;
@@ -107,15 +107,15 @@ static recap_status_t add_trigger(void *host, recap_buffer_t buf, recap_trigger_
     return recap__ptrigger_add(b, fn, arg, handle_p);
 }
 
-static recap_status_t remove_trigger(void *host, void *handle)
+static recap_status_t remove_trigger(void *engine, void *handle)
 {
-    return recap__ptrigger_remove(host, handle);
+    return recap__ptrigger_remove(engine, handle);
 }
 
 /* A saved input is a view of the buffer's storage: it keeps the storage object alive after
  * the caller frees its handle, and sees a release and a rebuild of it (a chained region's
  * input is the previous region's output). */
-static recap_status_t save(void *host, recap_buffer_t buf, void **saved_p)
+static recap_status_t save(void *engine, recap_buffer_t buf, void **saved_p)
 {
     recap__pbuf_t *b, *v;
     recap_status_t st;
@@ -124,41 +124,41 @@ static recap_status_t save(void *host, recap_buffer_t buf, void **saved_p)
     st = recap__pbuf_view(b, &v);
     if (st != RECAP_OK)
         return st;
-    recap__lock(&b->host->lock);
-    b->host->stats.saves++;
-    recap__unlock(&b->host->lock);
+    recap__lock(&b->engine->lock);
+    b->engine->stats.saves++;
+    recap__unlock(&b->engine->lock);
     *saved_p = v;
     return RECAP_OK;
 }
 
-static recap_status_t load(void *host, void *saved, recap_buffer_t *buf_p)
+static recap_status_t load(void *engine, void *saved, recap_buffer_t *buf_p)
 {
     recap__pbuf_t *v;
 
     PBUF(saved, v);
-    recap__lock(&v->host->lock);
-    v->host->stats.loads++;
-    recap__unlock(&v->host->lock);
+    recap__lock(&v->engine->lock);
+    v->engine->stats.loads++;
+    recap__unlock(&v->engine->lock);
     *buf_p = v;
     return RECAP_OK;
 }
 
-static recap_status_t drop(void *host, void *saved)
+static recap_status_t drop(void *engine, void *saved)
 {
     recap__pbuf_t *v;
 
     PBUF(saved, v);
-    recap__lock(&v->host->lock);
-    v->host->stats.drops++;
-    recap__unlock(&v->host->lock);
+    recap__lock(&v->engine->lock);
+    v->engine->stats.drops++;
+    recap__unlock(&v->engine->lock);
     recap__pbuf_free(v);
     return RECAP_OK;
 }
 
 /* The context's cookie is the pass it interrupts, so nested entries unwind exactly. */
-static recap_status_t context_enter(void *host, recap_pass_t pass, void **ctx_p)
+static recap_status_t context_enter(void *engine, recap_pass_t pass, void **ctx_p)
 {
-    struct recap_plain_host *h = host;
+    struct recap_plain_engine *h = engine;
 
     recap__lock(&h->lock);
     *ctx_p = (void *)(intptr_t)(h->stats.context_pass + 1);
@@ -172,9 +172,9 @@ static recap_status_t context_enter(void *host, recap_pass_t pass, void **ctx_p)
     return RECAP_OK;
 }
 
-static recap_status_t context_exit(void *host, void *ctx)
+static recap_status_t context_exit(void *engine, void *ctx)
 {
-    struct recap_plain_host *h = host;
+    struct recap_plain_engine *h = engine;
 
     recap__lock(&h->lock);
     h->stats.context_depth--;
@@ -183,7 +183,7 @@ static recap_status_t context_exit(void *host, void *ctx)
     return RECAP_OK;
 }
 
-static const recap_host_ops_t plain_ops = {
+static const recap_engine_ops_t plain_ops = {
     .buffer_arg = buffer_arg,
     .needs_grad = needs_grad,
     .alloc_like = alloc_like,
@@ -201,15 +201,15 @@ static const recap_host_ops_t plain_ops = {
     .context_exit = context_exit,
 };
 
-recap_status_t recap__host_check(const recap_host_ops_t *ops, const void *host)
+recap_status_t recap__engine_check(const recap_engine_ops_t *ops, const void *engine)
 {
-    if (ops != &plain_ops || recap__handle_live(host, RECAP_MAGIC_PLAIN_HOST))
+    if (ops != &plain_ops || recap__handle_live(engine, RECAP_MAGIC_PLAIN_ENGINE))
         return RECAP_OK;
-    return recap__fail(RECAP_ERR_INVALID_ARG, "host %p with recap's plain host operations is "
-                       "not a live recap_plain_host_h", host);
+    return recap__fail(RECAP_ERR_INVALID_ARG, "engine %p with recap's plain engine operations is "
+                       "not a live recap_plain_engine_h", engine);
 }
 
-recap_status_t recap_plain_host_ops(const recap_host_ops_t **ops_p)
+recap_status_t recap_plain_engine_ops(const recap_engine_ops_t **ops_p)
 {
     RECAP_CHECK_ARG(ops_p != NULL, "ops_p is NULL");
     *ops_p = &plain_ops;

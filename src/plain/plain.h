@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * The plain host (internal): buffers over raw host or device memory for hosts without a
+ * The plain engine (internal): buffers over raw host or device memory for engines without a
  * framework of their own. Three levels, as in PyTorch: a handle (recap__pbuf_t: size, gradient
  * flag) uses a storage object shared with its views and saved copies, which holds a memory block
  * or nothing once released. free_storage empties the storage object, so every handle using it
@@ -31,7 +31,7 @@ typedef struct recap__storage {
 
 typedef struct recap__pbuf {
     uint64_t magic;
-    struct recap_plain_host *host;
+    struct recap_plain_engine *engine;
     recap__storage_t *st;
     size_t bytes;
     int needs_grad;
@@ -45,8 +45,8 @@ typedef struct recap__ptrigger {
     int removed; /* removed while triggers were firing: unlinked when they are done */
 } recap__ptrigger_t;
 
-struct recap_plain_host {
-    uint32_t magic; /* RECAP_MAGIC_PLAIN_HOST while live (base/handle.h) */
+struct recap_plain_engine {
+    uint32_t magic; /* RECAP_MAGIC_PLAIN_ENGINE while live (base/handle.h) */
     recap_lock_t lock; /* stats, reference counts, the trigger list */
     int device;
     uint32_t flags;
@@ -61,7 +61,7 @@ struct recap_plain_host {
 };
 
 /* A new handle with fresh storage of `bytes`. */
-recap_status_t recap__pbuf_alloc(struct recap_plain_host *h, size_t bytes, int needs_grad,
+recap_status_t recap__pbuf_alloc(struct recap_plain_engine *h, size_t bytes, int needs_grad,
                                  recap__pbuf_t **buf_p);
 /* A new handle on b's storage object (a view or a saved copy). */
 recap_status_t recap__pbuf_view(recap__pbuf_t *b, recap__pbuf_t **view_p);
@@ -74,18 +74,18 @@ recap_status_t recap__pbuf_free_storage(recap__pbuf_t *b);
 recap_status_t recap__pbuf_share(recap__pbuf_t *dst, recap__pbuf_t *src);
 
 /* Gives a block's memory back (or keeps it) and accounts for it; called without the lock. */
-void recap__plain_memory_free(struct recap_plain_host *h, void *data, size_t bytes);
+void recap__plain_memory_free(struct recap_plain_engine *h, void *data, size_t bytes);
 
 /* Triggers. */
 recap_status_t recap__ptrigger_add(recap__pbuf_t *b, recap_trigger_func_t fn, void *arg,
                                    void **handle_p);
-recap_status_t recap__ptrigger_remove(struct recap_plain_host *h, void *handle);
+recap_status_t recap__ptrigger_remove(struct recap_plain_engine *h, void *handle);
 /* The buffer is going away: its triggers stay allocated (their handles valid) but never fire. */
 void recap__ptrigger_orphan_locked(recap__pbuf_t *b);
-void recap__ptrigger_free_all(struct recap_plain_host *h);
+void recap__ptrigger_free_all(struct recap_plain_engine *h);
 
-/* RECAP_ERR_INVALID_ARG when ops are recap's plain host operations and host is not a live plain
- * host (NULL included: every operation would dereference it). */
-recap_status_t recap__host_check(const recap_host_ops_t *ops, const void *host);
+/* RECAP_ERR_INVALID_ARG when ops are recap's plain engine operations and engine is not a live
+ * plain engine (NULL included: every operation would dereference it). */
+recap_status_t recap__engine_check(const recap_engine_ops_t *ops, const void *engine);
 
 #endif

@@ -12,7 +12,7 @@
 
 /* RECAP_PLAIN_REUSE_FREED: a kept storage of exactly `bytes` (the list searched from its end,
  * where the latest are), taken off the list; NULL when none. The caller holds the lock. */
-static void *reuse_locked(struct recap_plain_host *h, size_t bytes)
+static void *reuse_locked(struct recap_plain_engine *h, size_t bytes)
 {
     size_t i = h->nkept;
     void *data;
@@ -29,7 +29,7 @@ static void *reuse_locked(struct recap_plain_host *h, size_t bytes)
     return NULL;
 }
 
-static recap_status_t memory_alloc(struct recap_plain_host *h, size_t bytes, void **data_p)
+static recap_status_t memory_alloc(struct recap_plain_engine *h, size_t bytes, void **data_p)
 {
     recap_status_t st;
 
@@ -56,7 +56,7 @@ static recap_status_t memory_alloc(struct recap_plain_host *h, size_t bytes, voi
 
 /* Keeping memory must not fail half-way through a release: if the list cannot grow, the memory
  * is given back after all (only graphs still writing to it would notice). */
-static int keep(struct recap_plain_host *h, void *data, size_t bytes)
+static int keep(struct recap_plain_engine *h, void *data, size_t bytes)
 {
     struct recap__kept *k;
 
@@ -72,7 +72,7 @@ static int keep(struct recap_plain_host *h, void *data, size_t bytes)
     return 1;
 }
 
-void recap__plain_memory_free(struct recap_plain_host *h, void *data, size_t bytes)
+void recap__plain_memory_free(struct recap_plain_engine *h, void *data, size_t bytes)
 {
     int kept = 0;
 
@@ -97,7 +97,7 @@ static recap__block_t *block_unref_locked(recap__block_t *blk)
     return blk != NULL && --blk->refs == 0 ? blk : NULL;
 }
 
-static void block_free(struct recap_plain_host *h, recap__block_t *blk)
+static void block_free(struct recap_plain_engine *h, recap__block_t *blk)
 {
     if (blk == NULL)
         return;
@@ -105,7 +105,7 @@ static void block_free(struct recap_plain_host *h, recap__block_t *blk)
     free(blk);
 }
 
-recap_status_t recap__pbuf_alloc(struct recap_plain_host *h, size_t bytes, int needs_grad,
+recap_status_t recap__pbuf_alloc(struct recap_plain_engine *h, size_t bytes, int needs_grad,
                                  recap__pbuf_t **buf_p)
 {
     recap__pbuf_t *b = calloc(1, sizeof(*b));
@@ -144,17 +144,17 @@ recap_status_t recap__pbuf_view(recap__pbuf_t *b, recap__pbuf_t **view_p)
     if (v == NULL)
         return recap__fail(RECAP_ERR_NO_MEMORY, "plain buffer view");
     *v = *b;
-    recap__lock(&b->host->lock);
+    recap__lock(&b->engine->lock);
     b->st->refs++;
-    b->host->stats.live_buffers++;
-    recap__unlock(&b->host->lock);
+    b->engine->stats.live_buffers++;
+    recap__unlock(&b->engine->lock);
     *view_p = v;
     return RECAP_OK;
 }
 
 void recap__pbuf_free(recap__pbuf_t *b)
 {
-    struct recap_plain_host *h = b->host;
+    struct recap_plain_engine *h = b->engine;
     recap__storage_t *st = b->st;
     recap__block_t *dead = NULL;
     int last;
@@ -185,7 +185,7 @@ recap_status_t recap__pbuf_check(recap_buffer_t buf, recap__pbuf_t **b_p)
 
 recap_status_t recap__pbuf_free_storage(recap__pbuf_t *b)
 {
-    struct recap_plain_host *h = b->host;
+    struct recap_plain_engine *h = b->engine;
     recap__block_t *dead;
 
     recap__lock(&h->lock);
@@ -200,10 +200,10 @@ recap_status_t recap__pbuf_free_storage(recap__pbuf_t *b)
 
 recap_status_t recap__pbuf_share(recap__pbuf_t *dst, recap__pbuf_t *src)
 {
-    struct recap_plain_host *h = dst->host;
+    struct recap_plain_engine *h = dst->engine;
     recap__block_t *dead;
 
-    RECAP_CHECK_ARG(src->host == h, "buffers of two plain hosts");
+    RECAP_CHECK_ARG(src->engine == h, "buffers of two plain engines");
     recap__lock(&h->lock);
     if (src->st->block == NULL || src->st->block->bytes < dst->bytes) {
         recap__unlock(&h->lock);

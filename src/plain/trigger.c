@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * Plain triggers: callbacks armed on a buffer, called when the host says the buffer's gradient
- * is being computed (recap_plain_buffer_fire). The list is the host's, not the buffer's, so a
+ * Plain triggers: callbacks armed on a buffer, called when the engine says the buffer's gradient
+ * is being computed (recap_plain_buffer_fire). The list is the engine's, not the buffer's, so a
  * trigger handle stays valid after its buffer is gone and recap can always remove it. Triggers
  * may remove triggers while firing (a rebuild destroys regions, say): removal is then deferred
  * until no fire is running.
@@ -13,7 +13,7 @@
 #include "base/error.h"
 #include "plain/plain.h"
 
-static void unlink_locked(struct recap_plain_host *h, recap__ptrigger_t *t)
+static void unlink_locked(struct recap_plain_engine *h, recap__ptrigger_t *t)
 {
     if (t->prev != NULL)
         t->prev->next = t->next;
@@ -28,7 +28,7 @@ static void unlink_locked(struct recap_plain_host *h, recap__ptrigger_t *t)
 recap_status_t recap__ptrigger_add(recap__pbuf_t *b, recap_trigger_func_t fn, void *arg,
                                    void **handle_p)
 {
-    struct recap_plain_host *h = b->host;
+    struct recap_plain_engine *h = b->engine;
     recap__ptrigger_t *t = calloc(1, sizeof(*t));
 
     if (t == NULL)
@@ -49,7 +49,7 @@ recap_status_t recap__ptrigger_add(recap__pbuf_t *b, recap_trigger_func_t fn, vo
     return RECAP_OK;
 }
 
-recap_status_t recap__ptrigger_remove(struct recap_plain_host *h, void *handle)
+recap_status_t recap__ptrigger_remove(struct recap_plain_engine *h, void *handle)
 {
     recap__ptrigger_t *t = handle;
 
@@ -70,12 +70,12 @@ void recap__ptrigger_orphan_locked(recap__pbuf_t *b)
 {
     recap__ptrigger_t *t;
 
-    for (t = b->host->head; t != NULL; t = t->next)
+    for (t = b->engine->head; t != NULL; t = t->next)
         if (t->buf == b)
             t->buf = NULL;
 }
 
-static void sweep_locked(struct recap_plain_host *h)
+static void sweep_locked(struct recap_plain_engine *h)
 {
     recap__ptrigger_t *t = h->head, *next;
 
@@ -91,14 +91,14 @@ static void sweep_locked(struct recap_plain_host *h)
 recap_status_t recap_plain_buffer_fire(recap_buffer_t buf)
 {
     recap__pbuf_t *b;
-    struct recap_plain_host *h;
+    struct recap_plain_engine *h;
     recap__ptrigger_t *t, *last;
     recap_status_t st = RECAP_OK;
 
     st = recap__pbuf_check(buf, &b);
     if (st != RECAP_OK)
         return st;
-    h = b->host;
+    h = b->engine;
     recap__lock(&h->lock);
     h->firing++;
     last = h->tail; /* triggers armed by a trigger wait for the next fire */
@@ -116,7 +116,7 @@ recap_status_t recap_plain_buffer_fire(recap_buffer_t buf)
     return st;
 }
 
-void recap__ptrigger_free_all(struct recap_plain_host *h)
+void recap__ptrigger_free_all(struct recap_plain_engine *h)
 {
     recap__ptrigger_t *t, *next;
 
