@@ -58,7 +58,7 @@ static char holder[HOLDER_LEN];
 static recap_hooks_t installed_as = RECAP_HOOKS_NONE;
 static pthread_mutex_t cupti_lock = PTHREAD_MUTEX_INITIALIZER;
 
-void recap__cupti_atfork(recap_atfork_t when)
+void recap__cupti_atfork(recap__atfork_t when)
 {
     recap__atfork_mutex(&cupti_lock, when);
 }
@@ -107,7 +107,7 @@ static void begin_event(int enter, int ok, CUstream s, CUstreamCaptureMode mode)
  * record from entry to exit. */
 static void destroy_event(const CUpti_CallbackData *d, int ok, void *handle, int exec)
 {
-    recap_hook_call_t c = {.report = 1, .taken = NULL};
+    recap__hook_call_t c = {.report = 1, .taken = NULL};
 
     if (d->correlationData == NULL)
         return;
@@ -407,7 +407,7 @@ recap_status_t recap_cupti_holder(char *name, size_t name_len)
     return RECAP_OK;
 }
 
-void recap__cupti_atfork(recap_atfork_t when)
+void recap__cupti_atfork(recap__atfork_t when)
 {
     (void)when;
 }

@@ -20,8 +20,8 @@ void recap__hooks_release(recap_hooks_t which);
  * RECAP_HOOKS=preload) and RECAP_HOOKS does not turn it off. */
 int recap__hooks_preload_enabled(void);
 /* The RECAP_HOOKS setting: auto, preload, cupti or off. */
-typedef enum { RECAP_HOOKS_CFG_AUTO, RECAP_HOOKS_CFG_PRELOAD, RECAP_HOOKS_CFG_CUPTI, RECAP_HOOKS_CFG_OFF } recap_hooks_cfg_t;
-recap_hooks_cfg_t recap__hooks_config(void);
+typedef enum { RECAP_HOOKS_CFG_AUTO, RECAP_HOOKS_CFG_PRELOAD, RECAP_HOOKS_CFG_CUPTI, RECAP_HOOKS_CFG_OFF } recap__hooks_cfg_t;
+recap__hooks_cfg_t recap__hooks_config(void);
 
 /* Per-thread depth of interposed calls: a runtime wrapper's own driver calls (made by cudart
  * underneath) must not report the same event twice. */
@@ -38,7 +38,7 @@ void *recap__hooks_real_driver(const char *name);
 recap_status_t recap__cupti_install(recap_hooks_t as);
 
 /* Fork handlers (called by src/process/atfork.c). */
-void recap__cupti_atfork(recap_atfork_t when);  /* cupti.c */
-void recap__hooks_atfork(recap_atfork_t when);  /* frontend.c */
+void recap__cupti_atfork(recap__atfork_t when);  /* cupti.c */
+void recap__hooks_atfork(recap__atfork_t when);  /* frontend.c */
 
 #endif

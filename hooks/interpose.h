@@ -78,7 +78,7 @@
     RECAP_API RECAP__I_RESULT sym params                          \
     {                                                             \
         static RECAP__I_RESULT(*real_) params;                    \
-        recap_hook_call_t c;                                      \
+        recap__hook_call_t c;                                      \
         RECAP__I_RESULT rc;                                       \
                                                                   \
         if (real_ == NULL)                                        \

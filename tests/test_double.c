@@ -159,7 +159,7 @@ static CUstream new_stream(unsigned flags)
 
 static CUresult fill(CUstream s, CUdeviceptr dst, uint64_t seed, uint64_t offset)
 {
-    recap_fill_params_t p;
+    recap__fill_params_t p;
     void *args[] = {&p};
 
     memset(&p, 0, sizeof(p));
@@ -167,14 +167,14 @@ static CUresult fill(CUstream s, CUdeviceptr dst, uint64_t seed, uint64_t offset
     p.n = NWORDS;
     p.philox.seed = seed;
     p.philox.offset = offset;
-    recap_fill_keys(seed, &p.keys); /* outside a capture the host computes the round keys */
+    recap__fill_keys(seed, &p.keys); /* outside a capture the host computes the round keys */
     return p_cuLaunchKernel(k_fill, 2, 1, 1, 64, 1, 1, 0, s, args, NULL);
 }
 
 /* slot[1] += inc: one node whose effect counts the launches. */
 static CUresult advance(CUstream s, uint64_t inc)
 {
-    recap_advance_params_t p;
+    recap__advance_params_t p;
     void *args[] = {&p};
 
     memset(&p, 0, sizeof(p));
@@ -457,7 +457,7 @@ END_TEST
 START_TEST(per_thread_stream_variants_capture_the_per_thread_stream)
 {
     CUgraph g = NULL;
-    recap_fill_params_t p;
+    recap__fill_params_t p;
     void *args[] = {&p};
 
     memset(&p, 0, sizeof(p));
@@ -717,7 +717,7 @@ END_TEST
 
 /* ------------------------------------------------------------------ graphs */
 
-static CUDA_KERNEL_NODE_PARAMS fill_node(recap_fill_params_t *p, void **args, CUdeviceptr dst)
+static CUDA_KERNEL_NODE_PARAMS fill_node(recap__fill_params_t *p, void **args, CUdeviceptr dst)
 {
     CUDA_KERNEL_NODE_PARAMS kp;
 
@@ -725,7 +725,7 @@ static CUDA_KERNEL_NODE_PARAMS fill_node(recap_fill_params_t *p, void **args, CU
     p->dst = dst;
     p->n = NWORDS;
     p->philox.seed = 99;
-    recap_fill_keys(99, &p->keys);
+    recap__fill_keys(99, &p->keys);
     args[0] = p;
     memset(&kp, 0, sizeof(kp));
     kp.func = k_fill;
@@ -743,7 +743,7 @@ START_TEST(instantiate_takes_a_snapshot)
     CUgraph g;
     CUgraphExec e;
     CUgraphNode node;
-    recap_fill_params_t fp;
+    recap__fill_params_t fp;
     void *args[1];
     CUDA_KERNEL_NODE_PARAMS kp = fill_node(&fp, args, buf_b);
 
@@ -776,7 +776,7 @@ START_TEST(clone_is_a_deep_copy)
     CUgraph g, c;
     CUgraphExec e;
     CUgraphNode node;
-    recap_fill_params_t fp;
+    recap__fill_params_t fp;
     void *args[1];
     CUDA_KERNEL_NODE_PARAMS kp = fill_node(&fp, args, buf_b);
     uint32_t want[NWORDS], got[NWORDS];
@@ -1149,7 +1149,7 @@ static void *worker(void *arg)
     CUdeviceptr my_slot = 0;
     CUgraph g = NULL;
     CUgraphExec e = NULL;
-    recap_advance_params_t p;
+    recap__advance_params_t p;
     void *args[] = {&p};
     uint64_t v[2] = {0, 0};
     CUstreamCaptureMode m;

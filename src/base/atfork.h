@@ -15,10 +15,10 @@
 
 #include <pthread.h>
 
-typedef enum { RECAP_ATFORK_PREPARE, RECAP_ATFORK_PARENT, RECAP_ATFORK_CHILD } recap_atfork_t;
+typedef enum { RECAP_ATFORK_PREPARE, RECAP_ATFORK_PARENT, RECAP_ATFORK_CHILD } recap__atfork_t;
 
 /* A module-wide mutex: taken before the fork, released after it in both processes. */
-static inline void recap__atfork_mutex(pthread_mutex_t *m, recap_atfork_t when)
+static inline void recap__atfork_mutex(pthread_mutex_t *m, recap__atfork_t when)
 {
     if (when == RECAP_ATFORK_PREPARE)
         pthread_mutex_lock(m);

@@ -58,6 +58,6 @@ int recap__handle_live(const void *h, uint32_t magic);
                         "(destroyed already, or never created)", (void *)(h));               \
     } while (0)
 
-void recap__handle_atfork(recap_atfork_t when);
+void recap__handle_atfork(recap__atfork_t when);
 
 #endif

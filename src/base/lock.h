@@ -24,11 +24,11 @@ static inline void recap__cpu_relax(void)
 
 typedef struct {
     int locked;
-} recap_lock_t;
+} recap__lock_t;
 
 #define RECAP_LOCK_INIT {0}
 
-static inline void recap__lock(recap_lock_t *l)
+static inline void recap__lock(recap__lock_t *l)
 {
     int spins = 0;
 
@@ -42,7 +42,7 @@ static inline void recap__lock(recap_lock_t *l)
     }
 }
 
-static inline void recap__unlock(recap_lock_t *l)
+static inline void recap__unlock(recap__lock_t *l)
 {
     __atomic_store_n(&l->locked, 0, __ATOMIC_RELEASE);
 }

@@ -12,7 +12,7 @@
 
 /* The device whose context a graph call runs in: the graph's (recorded at capture) when recap
  * knows it, else the calling thread's current context's, else device 0. */
-static int graph_call_device(const recap_driver_t *drv, const void *handle)
+static int graph_call_device(const recap__driver_t *drv, const void *handle)
 {
     int device = recap__graph_device(handle);
     CUcontext ctx = NULL;
@@ -28,15 +28,15 @@ static int graph_call_device(const recap_driver_t *drv, const void *handle)
     return 0;
 }
 
-static const recap_driver_t *drv_or_null(void)
+static const recap__driver_t *drv_or_null(void)
 {
-    const recap_driver_t *drv = NULL;
+    const recap__driver_t *drv = NULL;
 
     return recap__driver_graphs(&drv) == RECAP_OK ? drv : NULL;
 }
 
 #define NEED_DRIVER(drv)                                  \
-    const recap_driver_t *drv = drv_or_null();            \
+    const recap__driver_t *drv = drv_or_null();            \
     if (drv == NULL)                                      \
         return recap__driver_graphs(&drv)
 
@@ -76,9 +76,9 @@ recap_status_t recap_stream_synchronize(recap_stream_t stream)
 
 /* Ends a capture recap began but cannot follow and drops its graph, so a failed begin leaves the
  * stream as it found it. The caller's error stays the one reported. */
-static void abandon_capture(const recap_driver_t *drv, CUstream stream, int device)
+static void abandon_capture(const recap__driver_t *drv, CUstream stream, int device)
 {
-    const recap_device_t *dev;
+    const recap__device_t *dev;
     CUgraph g = NULL;
     int pushed = 0;
 
@@ -127,7 +127,7 @@ recap_status_t recap_stream_end_capture(recap_stream_t stream, recap_graph_t *gr
      * then report (the graph is destroyed: its replays would repeat numbers). */
     wst = recap_capture_will_end(stream);
     {
-        const recap_device_t *dev;
+        const recap__device_t *dev;
         int pushed = 0;
         if (device >= 0 && recap__device_get(device, &dev) == RECAP_OK)
             recap__ctx_enter(dev, &pushed);
@@ -162,7 +162,7 @@ recap_status_t recap_graph_instantiate(recap_graph_t graph, recap_graph_exec_t *
      * replay would repeat the same numbers. */
     st = recap_graph_instantiated(graph, e);
     if (st != RECAP_OK) {
-        const recap_device_t *dev;
+        const recap__device_t *dev;
         char why[256];
         int pushed = 0;
 
@@ -202,7 +202,7 @@ recap_status_t recap_graph_launch(recap_graph_exec_t exec, recap_stream_t stream
     if (st != RECAP_OK)
         return st;
     {
-        const recap_device_t *dev;
+        const recap__device_t *dev;
         int pushed = 0;
 
         st = recap__device_get(graph_call_device(drv, exec), &dev);
@@ -225,10 +225,10 @@ recap_status_t recap_graph_launch(recap_graph_exec_t exec, recap_stream_t stream
 /* A destroy the driver refuses (cuGraphExecDestroy inside a global capture of this thread, say)
  * leaves the handle alive, and its launches must keep advancing the generators: recap's record
  * goes only with the handle (capture.h, recap__record_take). */
-static recap_status_t destroy_handle(const recap_driver_t *drv, void *handle, int exec)
+static recap_status_t destroy_handle(const recap__driver_t *drv, void *handle, int exec)
 {
-    const recap_device_t *dev;
-    recap_rng_record_t *rec;
+    const recap__device_t *dev;
+    recap__rng_record_t *rec;
     recap_status_t st;
     CUresult rc;
     int pushed;

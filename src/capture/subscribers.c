@@ -190,7 +190,7 @@ uint64_t recap__events_subscribed(void)
     return n;
 }
 
-void recap__events_atfork(recap_atfork_t when)
+void recap__events_atfork(recap__atfork_t when)
 {
     recap__atfork_mutex(&subs_lock, when);
 }

@@ -11,7 +11,7 @@
 #include "base/log.h"
 #include "driver/driver.h"
 
-static recap_driver_t driver;
+static recap__driver_t driver;
 static void *driver_lib;
 static pthread_once_t driver_once = PTHREAD_ONCE_INIT;
 static recap_status_t driver_status = RECAP_ERR_NO_DRIVER;
@@ -74,7 +74,7 @@ void *recap__driver_lib(void)
     return driver_lib;
 }
 
-recap_status_t recap__driver_get(const recap_driver_t **drv_p)
+recap_status_t recap__driver_get(const recap__driver_t **drv_p)
 {
     pthread_once(&driver_once, driver_load);
     if (driver_status != RECAP_OK)
@@ -83,7 +83,7 @@ recap_status_t recap__driver_get(const recap_driver_t **drv_p)
     return RECAP_OK;
 }
 
-recap_status_t recap__driver_graphs(const recap_driver_t **drv_p)
+recap_status_t recap__driver_graphs(const recap__driver_t **drv_p)
 {
     recap_status_t st = recap__driver_get(drv_p);
 
@@ -106,7 +106,7 @@ recap_status_t recap__cuda_fail(CUresult rc, const char *what)
 
 recap_status_t recap_driver_version(int *version_p)
 {
-    const recap_driver_t *drv;
+    const recap__driver_t *drv;
     recap_status_t st;
     CUresult rc;
     int v;

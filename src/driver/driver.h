@@ -15,19 +15,19 @@
 #include "kernels/registry.h"
 #include "recap.h"
 
-typedef struct recap_driver {
+typedef struct recap__driver {
 #define RECAP__DRIVER_FIELD(kind, field, symbol, params) CUresult(*field) params;
     RECAP__DRIVER_ENTRY_POINTS(RECAP__DRIVER_FIELD)
 #undef RECAP__DRIVER_FIELD
     int has_graphs; /* every GRAPHS entry point resolved */
-} recap_driver_t;
+} recap__driver_t;
 
 /* The driver, when it has the capture and graph API; RECAP_ERR_UNSUPPORTED otherwise. */
-recap_status_t recap__driver_graphs(const recap_driver_t **drv_p);
+recap_status_t recap__driver_graphs(const recap__driver_t **drv_p);
 
 /* Loads and initializes the driver once per process; later calls return the cached outcome.
  * RECAP_ERR_NO_DRIVER (with a message) when it is absent or cuInit fails. */
-recap_status_t recap__driver_get(const recap_driver_t **drv_p);
+recap_status_t recap__driver_get(const recap__driver_t **drv_p);
 
 /* The dlopen handle of the driver library (NULL when it could not be loaded): the hooks resolve
  * the real entry points they interpose from it. */
@@ -41,32 +41,32 @@ recap_status_t recap__cuda_fail(CUresult rc, const char *what);
  * cuPointerGetAttributes, which answers CUDA_SUCCESS for unknown pointers: cuPointerGetAttribute
  * would fail the call, and compute-sanitizer and API tracers in the host job would report that
  * failure as an error of the user's program. */
-int recap__pointer_device(const recap_driver_t *drv, const void *ptr);
+int recap__pointer_device(const recap__driver_t *drv, const void *ptr);
 
 /* Kernels recap launches on a device (kernels/registry.h), loaded once per device in its primary
  * context. */
 
-typedef struct recap_device {
+typedef struct recap__device {
     CUdevice dev;
     CUcontext ctx;   /* the device's primary context, retained for the process lifetime */
     int sm_count;
     CUfunction fn[RECAP_K_COUNT];
-} recap_device_t;
+} recap__device_t;
 
 /* The device's context and kernels, set up on first use. RECAP_ERR_NO_DEVICE for a bad index. */
-recap_status_t recap__device_get(int ordinal, const recap_device_t **dev_p);
+recap_status_t recap__device_get(int ordinal, const recap__device_t **dev_p);
 recap_status_t recap__device_count(int *count_p);
 
 /* Makes the device's primary context current for the calling thread when it is not already;
  * *pushed_p tells recap__ctx_leave whether to pop. */
-recap_status_t recap__ctx_enter(const recap_device_t *dev, int *pushed_p);
+recap_status_t recap__ctx_enter(const recap__device_t *dev, int *pushed_p);
 void recap__ctx_leave(int pushed);
 
 /* Runs one driver call in the primary context of `device`; a failure returns from the calling
  * function with a status naming `what`. */
 #define RECAP_IN_DEVICE(device, what, call)                           \
     do {                                                              \
-        const recap_device_t *dev_;                                   \
+        const recap__device_t *dev_;                                   \
         recap_status_t st_ = recap__device_get((device), &dev_);      \
         CUresult rc_;                                                 \
         int pushed_;                                                  \
@@ -89,6 +89,6 @@ recap_status_t recap__stream_device(CUstream stream, int *device_p);
 recap_status_t recap__stream_check_device(CUstream stream, int device);
 
 /* Fork handler (called by src/process/atfork.c). */
-void recap__device_atfork(recap_atfork_t when);
+void recap__device_atfork(recap__atfork_t when);
 
 #endif

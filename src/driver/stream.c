@@ -10,7 +10,7 @@
 /* Driver calls made on behalf of a stream run in the context the stream belongs to. */
 recap_status_t recap__stream_device(CUstream stream, int *device_p)
 {
-    const recap_driver_t *drv;
+    const recap__driver_t *drv;
     CUcontext ctx = NULL, popped;
     CUdevice dev = 0;
     recap_status_t st;
@@ -39,8 +39,8 @@ recap_status_t recap__stream_device(CUstream stream, int *device_p)
 
 recap_status_t recap__stream_check_device(CUstream stream, int device)
 {
-    const recap_driver_t *drv;
-    const recap_device_t *dev;
+    const recap__driver_t *drv;
+    const recap__device_t *dev;
     CUcontext ctx = NULL;
     int on;
 

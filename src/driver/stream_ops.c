@@ -11,7 +11,7 @@
 
 /* The driver table, when it has the entry point `field`. */
 #define NEED_ENTRY(drv, field)                                                          \
-    const recap_driver_t *drv = NULL;                                                   \
+    const recap__driver_t *drv = NULL;                                                   \
     do {                                                                                \
         recap_status_t st_ = recap__driver_get(&drv);                                   \
         if (st_ != RECAP_OK)                                                            \

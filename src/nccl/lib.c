@@ -158,8 +158,8 @@ static void find_dtod(void)
 
 recap_status_t recap__nccl_ptr_device(int device, const void *ptr, int *owner_p)
 {
-    const recap_driver_t *drv;
-    const recap_device_t *dev;
+    const recap__driver_t *drv;
+    const recap__device_t *dev;
     recap_status_t st = recap__driver_get(&drv);
     int pushed, owner;
 
@@ -180,7 +180,7 @@ recap_status_t recap__nccl_ptr_device(int device, const void *ptr, int *owner_p)
 
 /* Without cuMemcpyDtoDAsync (only the CUDA test double lacks it) the copy goes through host
  * memory after the stream's earlier work: slower and synchronous, but the same bytes. */
-static recap_status_t staged_copy(const recap_driver_t *drv, void *dst, const void *src,
+static recap_status_t staged_copy(const recap__driver_t *drv, void *dst, const void *src,
                                   size_t bytes, recap_stream_t stream)
 {
     void *tmp = malloc(bytes);
@@ -200,8 +200,8 @@ static recap_status_t staged_copy(const recap_driver_t *drv, void *dst, const vo
 recap_status_t recap__nccl_copy(int device, void *dst, const void *src, size_t bytes,
                                 recap_stream_t stream, int *staged_p)
 {
-    const recap_driver_t *drv;
-    const recap_device_t *dev;
+    const recap__driver_t *drv;
+    const recap__device_t *dev;
     recap_status_t st = recap__driver_get(&drv);
     int pushed;
     CUresult rc;

@@ -78,7 +78,7 @@ struct recap_nccl {
     const recap__nccl_lib_t *lib;
     void *comm;
     int rank, nranks, device;     /* device: the communicator's (ncclCommCuDevice) */
-    recap_lock_t lock;            /* the slice list, the stream and the stats */
+    recap__lock_t lock;            /* the slice list, the stream and the stats */
     recap_stream_t stream;
     recap__nsaved_t *slices;
     recap_nccl_stats_t stats;

@@ -47,7 +47,7 @@ typedef struct recap__ptrigger {
 
 struct recap_plain_engine {
     uint32_t magic; /* RECAP_MAGIC_PLAIN_ENGINE while live (base/handle.h) */
-    recap_lock_t lock; /* stats, reference counts, the trigger list */
+    recap__lock_t lock; /* stats, reference counts, the trigger list */
     int device;
     uint32_t flags;
     recap_plain_stats_t stats;

@@ -21,7 +21,7 @@
 #define SEED 20261202ull
 #define OFFSET (4ull * 12345)
 
-static int known_answers(recap_probe_out_t *out)
+static int known_answers(recap__probe_out_t *out)
 {
     uint32_t got[4];
     int v;
@@ -58,7 +58,7 @@ static void reference_words(uint32_t *ref)
     }
 }
 
-void recap__probe_compare(recap_probe_out_t *out, const recap_probe_words_t *w, const char *who)
+void recap__probe_compare(recap__probe_out_t *out, const recap__probe_words_t *w, const char *who)
 {
     size_t i;
 
@@ -87,7 +87,7 @@ static recap_status_t seeded_generator(int device, recap_generator_h *gen_p)
     return st;
 }
 
-static void host_fill(recap_probe_out_t *out, recap_probe_words_t *w)
+static void host_fill(recap__probe_out_t *out, recap__probe_words_t *w)
 {
     recap_generator_h gen;
     uint64_t offset = 0;
@@ -111,7 +111,7 @@ static void host_fill(recap_probe_out_t *out, recap_probe_words_t *w)
         recap__probe_fail(out, " but its offset advanced to %llu", (unsigned long long)offset);
 }
 
-static void device_fill(recap_probe_out_t *out, recap_probe_words_t *w)
+static void device_fill(recap__probe_out_t *out, recap__probe_words_t *w)
 {
     recap_generator_h gen = NULL;
     void *buf = NULL;
@@ -135,9 +135,9 @@ static void device_fill(recap_probe_out_t *out, recap_probe_words_t *w)
 }
 
 /* Whether device 0 can be used; says why not when it cannot. */
-static int have_device(recap_probe_out_t *out)
+static int have_device(recap__probe_out_t *out)
 {
-    const recap_driver_t *drv;
+    const recap__driver_t *drv;
     int count = 0;
 
     if (recap__driver_get(&drv) != RECAP_OK) {
@@ -151,9 +151,9 @@ static int have_device(recap_probe_out_t *out)
     return 1;
 }
 
-void recap__probe_philox(recap_probe_out_t *out)
+void recap__probe_philox(recap__probe_out_t *out)
 {
-    recap_probe_words_t w = {.seed = SEED, .offset = OFFSET, .n = WORDS};
+    recap__probe_words_t w = {.seed = SEED, .offset = OFFSET, .n = WORDS};
     uint32_t *ref;
     int device;
 

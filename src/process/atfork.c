@@ -14,7 +14,7 @@
  * module (base/atfork.h says what a handler does). The modules' handlers in lock order: an
  * outer lock (the registration probe runs captures, the default tracker creates generators)
  * before the locks taken inside it. */
-static void (*const handlers[])(recap_atfork_t) = {
+static void (*const handlers[])(recap__atfork_t) = {
     recap__capture_probe_atfork, recap__default_tracker_atfork, recap__scope_atfork,
     recap__cupti_atfork,
     recap__hooks_atfork,         recap__slots_atfork,           recap__device_atfork,

@@ -96,7 +96,7 @@ recap_status_t recap__fw_set(recap_generator_h gen, uint64_t seed, uint64_t offs
     return FW_CALL(gen->fw, set_state, b);
 }
 
-recap_status_t recap__fw_state_get(recap_genstate_t *gs, uint64_t *seed, uint64_t *offset)
+recap_status_t recap__fw_state_get(recap__genstate_t *gs, uint64_t *seed, uint64_t *offset)
 {
     uint8_t b[RECAP_STATE_BYTES];
     recap_status_t st = FW_CALL(gs->fw, state_get, gs->fobj, b);
@@ -104,7 +104,7 @@ recap_status_t recap__fw_state_get(recap_genstate_t *gs, uint64_t *seed, uint64_
     return st == RECAP_OK ? decode(gs->fw, b, seed, offset) : st;
 }
 
-recap_status_t recap__fw_state_set(recap_genstate_t *gs, uint64_t seed, uint64_t offset)
+recap_status_t recap__fw_state_set(recap__genstate_t *gs, uint64_t seed, uint64_t offset)
 {
     uint8_t b[RECAP_STATE_BYTES];
 
@@ -112,7 +112,7 @@ recap_status_t recap__fw_state_set(recap_genstate_t *gs, uint64_t seed, uint64_t
     return FW_CALL(gs->fw, state_set, gs->fobj, b);
 }
 
-void recap__fw_state_release(recap_genstate_t *gs)
+void recap__fw_state_release(recap__genstate_t *gs)
 {
     release_obj(gs->fw, gs->fobj);
 }
@@ -120,9 +120,9 @@ void recap__fw_state_release(recap_genstate_t *gs)
 /* ------------------------------------------------------------------ state objects */
 
 /* Wraps an object the framework handed over; on failure the object goes back. */
-static recap_status_t wrap(recap_generator_h gen, void *obj, recap_genstate_t **s_p)
+static recap_status_t wrap(recap_generator_h gen, void *obj, recap__genstate_t **s_p)
 {
-    recap_genstate_t *s = calloc(1, sizeof(*s));
+    recap__genstate_t *s = calloc(1, sizeof(*s));
 
     if (s == NULL) {
         release_obj(gen->fw, obj);
@@ -137,11 +137,11 @@ static recap_status_t wrap(recap_generator_h gen, void *obj, recap_genstate_t **
 }
 
 recap_status_t recap__fw_new_state(recap_generator_h gen, uint64_t seed, uint64_t offset,
-                                   recap_genstate_t **s_p)
+                                   recap__genstate_t **s_p)
 {
     struct recap__fw *fw = gen->fw;
     void *obj = NULL, *cur = NULL;
-    recap_genstate_t *s = NULL;
+    recap__genstate_t *s = NULL;
     recap_status_t st;
 
     if (fw->ops.state_create != NULL) {
@@ -176,11 +176,11 @@ recap_status_t recap__fw_new_state(recap_generator_h gen, uint64_t seed, uint64_
  * object recap installed last, the generator's reference to its wrapper moves to the caller;
  * another object is retained and wrapped. On failure nothing changed.
  */
-recap_status_t recap__fw_exchange(recap_generator_h gen, recap_genstate_t *s,
-                                  recap_genstate_t **old_p)
+recap_status_t recap__fw_exchange(recap_generator_h gen, recap__genstate_t *s,
+                                  recap__genstate_t **old_p)
 {
     const struct recap__fw *fw = gen->fw;
-    recap_genstate_t *old = gen->state;
+    recap__genstate_t *old = gen->state;
     void *obj = NULL;
     recap_status_t st;
 

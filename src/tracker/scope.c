@@ -199,7 +199,7 @@ recap_status_t recap_exact_capture_leave(recap_exact_scope_h scope)
     return first;
 }
 
-void recap__scope_atfork(recap_atfork_t when)
+void recap__scope_atfork(recap__atfork_t when)
 {
     recap__atfork_mutex(&reg_lock, when);
 }

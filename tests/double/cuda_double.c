@@ -1183,7 +1183,7 @@ RECAP_API CUresult cuModuleGetFunction(CUfunction *f, CUmodule m, const char *na
 static CUresult check_kernel_memory(const double_function_t *fn, const void *params)
 {
     if (strncmp(fn->name, "recap_fill_", 11) == 0) {
-        const recap_fill_params_t *p = params;
+        const recap__fill_params_t *p = params;
         size_t es = strncmp(fn->name, RECAP_KERNEL_FILL_F64, strlen(RECAP_KERNEL_FILL_F64)) == 0 ? 8 : 4;
         if (check_range(p->dst, p->n * es) != CUDA_SUCCESS)
             return CUDA_ERROR_ILLEGAL_ADDRESS;
@@ -1192,10 +1192,10 @@ static CUresult check_kernel_memory(const double_function_t *fn, const void *par
             return CUDA_ERROR_ILLEGAL_ADDRESS;
     } else {
         /* advance / slot_write: every slot must be 16 bytes of device memory */
-        const uint64_t *slot = ((const recap_advance_params_t *)params)->slot;
+        const uint64_t *slot = ((const recap__advance_params_t *)params)->slot;
         uint32_t i, count = strcmp(fn->name, RECAP_KERNEL_ADVANCE) == 0
-                                ? ((const recap_advance_params_t *)params)->count
-                                : ((const recap_slot_write_params_t *)params)->count;
+                                ? ((const recap__advance_params_t *)params)->count
+                                : ((const recap__slot_write_params_t *)params)->count;
         if (count > RECAP_SLOTS_PER_LAUNCH)
             return CUDA_ERROR_INVALID_VALUE;
         for (i = 0; i < count; i++)

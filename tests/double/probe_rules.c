@@ -71,7 +71,7 @@ static void status(const char *label, CUstream s)
 
 static CUresult launch(CUstream s)
 {
-    recap_fill_params_t p;
+    recap__fill_params_t p;
     void *args[] = {&p};
 
     memset(&p, 0, sizeof(p));
@@ -428,7 +428,7 @@ static void graphs(void)
     /* snapshot: add a node after instantiation */
     if (p_cuGraphAddKernelNode_v2 != NULL) {
         CUDA_KERNEL_NODE_PARAMS kp;
-        recap_fill_params_t fp;
+        recap__fill_params_t fp;
         void *args[] = {&fp};
         CUgraphNode node;
 
@@ -674,7 +674,7 @@ static void round4(void)
     CUfunction f;
     CUgraphNode node;
     CUDA_KERNEL_NODE_PARAMS kp;
-    recap_fill_params_t fp;
+    recap__fill_params_t fp;
     void *args[] = {&fp};
 
     /* (NULL crashes the real driver) */
