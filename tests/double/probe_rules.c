@@ -5,11 +5,11 @@
  * libcuda.so.1 on a GPU machine and against the test double, then diff the outputs: every line
  * that differs is a place where the double does not behave like the driver.
  *
- *   cc -std=gnu11 -I/usr/local/cuda/include -Iinclude -Isrc tests/double/probe_rules.c \
- *      -ldl -lpthread -o probe_rules
- *   ./probe_rules /path/to/libcuda.so.1 src/kernels/kernels.fatbin
+ *   make probe-rules
+ *   tests/double/probe_rules /path/to/libcuda.so.1 src/kernels/kernels.fatbin
  *
- * Not built by make: a tool for checking the double against a newer driver.
+ * Built on demand only (tests/double/Makefile.inc): a tool for checking the double against a
+ * newer driver. CI builds it so it keeps compiling.
  */
 #define _GNU_SOURCE
 #define __CUDA_API_VERSION_INTERNAL 1
