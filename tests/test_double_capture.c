@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* The CUDA test double against the driver's rules: capture basics: nodes, launches, capture ids, errors, per-thread streams. */
+/* The CUDA test double against the driver's rules: capture basics: nodes, launches, capture ids,
+ * errors, per-thread streams. */
 #include "test_double.h"
 
 START_TEST(capture_records_kernel_nodes_without_running_them)

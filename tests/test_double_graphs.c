@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* The CUDA test double against the driver's rules: graphs: instantiation, clones, upload, launches into captures, accounting. */
+/* The CUDA test double against the driver's rules: graphs: instantiation, clones, upload, launches
+ * into captures, accounting. */
 #include "test_double.h"
 
 static CUDA_KERNEL_NODE_PARAMS fill_node(recap__fill_params_t *p, void **args, CUdeviceptr dst)

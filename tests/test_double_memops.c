@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* The CUDA test double against the driver's rules: stream memory operations, async copies and memsets in captures; the double's fault injection. */
+/* The CUDA test double against the driver's rules: stream memory operations, async copies and
+ * memsets in captures; the double's fault injection. */
 #include "test_double.h"
 
 START_TEST(stream_write_value_in_capture_becomes_a_node)

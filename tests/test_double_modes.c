@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* The CUDA test double against the driver's rules: capture interaction modes: which calls a capture prohibits, and for whom. */
+/* The CUDA test double against the driver's rules: capture interaction modes: which calls a
+ * capture prohibits, and for whom. */
 #include "test_double.h"
 
 START_TEST(global_mode_unsafe_call_fails_and_invalidates)
