@@ -234,7 +234,7 @@ START_TEST(forged_plain_host_is_an_invalid_argument)
 }
 END_TEST
 
-/* Regions, managers and checkpoints over a plain host. */
+/* Regions, managers and checkpoints over a plain engine. */
 static void plain_params(recap_plain_engine_h *h, recap_region_params_t *p)
 {
     const recap_engine_ops_t *ops;

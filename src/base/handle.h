@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * Handle validity. Each public object (generator, tracker, snapshot, states object, plain host,
+ * Handle validity. Each public object (generator, tracker, snapshot, states object, plain engine,
  * region, manager, checkpoint) starts with a magic number of its kind, poisoned when the
  * object is destroyed, so an entry point handed a forged handle, or one whose object is gone and
  * whose memory has not been reused, fails with RECAP_ERR_INVALID_ARG instead of taking a lock
