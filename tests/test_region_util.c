@@ -71,17 +71,6 @@ float *rr_copy(recap_buffer_t buf, size_t n)
     return c;
 }
 
-static void fork_draw(recap_tracker_h t, const char *name, uint32_t *w, size_t n)
-{
-    recap_fork_token_t tok;
-    recap_generator_h g;
-
-    ck_assert_ok(recap_tracker_generator(t, &g));
-    ck_assert_ok(recap_tracker_fork(t, name, &tok));
-    ck_assert_ok(recap_generator_fill_u32(g, NULL, w, n));
-    ck_assert_ok(recap_tracker_unfork(t, tok));
-}
-
 void rr_draw_all(rr_rig_t *rig, uint32_t *w, size_t per)
 {
     recap_generator_h g;
@@ -98,7 +87,7 @@ void rr_draw_all(rr_rig_t *rig, uint32_t *w, size_t per)
     ck_assert_uint_le(n, 8);
     for (i = 0; i < n; i++) {
         ck_assert_ok(recap_states_name(s, i, &name));
-        fork_draw(rig->tracker, name, w + (2 + i) * per, per);
+        tu_fork_draw(rig->tracker, name, w + (2 + i) * per, per);
     }
     ck_assert_ok(recap_states_free(s));
 }

@@ -302,11 +302,7 @@ static recap_status_t capture_advance_node(recap__capture_t *c)
     size_t i = 0;
     int pushed;
 
-    st = recap__device_get(c->device, &dev);
-    if (st != RECAP_OK)
-        return st;
-    recap__driver_get(&drv);
-    st = recap__ctx_enter(dev, &pushed);
+    st = recap__device_enter(c->device, &dev, &drv, &pushed);
     if (st != RECAP_OK)
         return st;
     while (i < c->n && st == RECAP_OK) {

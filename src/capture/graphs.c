@@ -238,11 +238,7 @@ static recap_status_t write_slots(int device, CUstream stream, recap__slot_write
     CUresult rc;
     int pushed;
 
-    st = recap__device_get(device, &dev);
-    if (st != RECAP_OK)
-        return st;
-    recap__driver_get(&drv);
-    st = recap__ctx_enter(dev, &pushed);
+    st = recap__device_enter(device, &dev, &drv, &pushed);
     if (st != RECAP_OK)
         return st;
     recap__stat_add(RECAP_STAT_SLOT_WRITES, 1);

@@ -143,6 +143,17 @@ recap_status_t recap__device_get(int ordinal, const recap__device_t **dev_p)
     return st;
 }
 
+recap_status_t recap__device_enter(int device, const recap__device_t **dev_p,
+                                   const recap__driver_t **drv_p, int *pushed_p)
+{
+    recap_status_t st = recap__device_get(device, dev_p);
+
+    if (st != RECAP_OK)
+        return st;
+    recap__driver_get(drv_p);
+    return recap__ctx_enter(*dev_p, pushed_p);
+}
+
 recap_status_t recap__ctx_enter(const recap__device_t *dev, int *pushed_p)
 {
     const recap__driver_t *drv;

@@ -61,6 +61,10 @@ recap_status_t recap__device_count(int *count_p);
  * *pushed_p tells recap__ctx_leave whether to pop. */
 recap_status_t recap__ctx_enter(const recap__device_t *dev, int *pushed_p);
 void recap__ctx_leave(int pushed);
+/* What work on `device` needs: the device (its context made current, as recap__ctx_enter) and
+ * the driver. Pair with recap__ctx_leave(*pushed_p). */
+recap_status_t recap__device_enter(int device, const recap__device_t **dev_p,
+                                   const recap__driver_t **drv_p, int *pushed_p);
 
 /* Runs one driver call in the primary context of `device`; a failure returns from the calling
  * function with a status naming `what`. */

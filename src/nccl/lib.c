@@ -160,13 +160,9 @@ recap_status_t recap__nccl_ptr_device(int device, const void *ptr, int *owner_p)
 {
     const recap__driver_t *drv;
     const recap__device_t *dev;
-    recap_status_t st = recap__driver_get(&drv);
     int pushed, owner;
+    recap_status_t st = recap__device_enter(device, &dev, &drv, &pushed);
 
-    if (st == RECAP_OK)
-        st = recap__device_get(device, &dev);
-    if (st == RECAP_OK)
-        st = recap__ctx_enter(dev, &pushed);
     if (st != RECAP_OK)
         return st;
     owner = recap__pointer_device(drv, ptr);
@@ -202,17 +198,14 @@ recap_status_t recap__nccl_copy(int device, void *dst, const void *src, size_t b
 {
     const recap__driver_t *drv;
     const recap__device_t *dev;
-    recap_status_t st = recap__driver_get(&drv);
+    recap_status_t st;
     int pushed;
     CUresult rc;
 
     *staged_p = 0;
     if (bytes == 0)
-        return st;
-    if (st == RECAP_OK)
-        st = recap__device_get(device, &dev);
-    if (st == RECAP_OK)
-        st = recap__ctx_enter(dev, &pushed);
+        return recap__driver_get(&drv);
+    st = recap__device_enter(device, &dev, &drv, &pushed);
     if (st != RECAP_OK)
         return st;
     pthread_once(&dtod_once, find_dtod);

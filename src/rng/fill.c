@@ -71,11 +71,7 @@ static recap_status_t launch_fill(recap_generator_h gen, recap_stream_t stream,
     int pushed;
     CUresult rc;
 
-    st = recap__device_get(gen->device, &dev);
-    if (st != RECAP_OK)
-        return st;
-    recap__driver_get(&drv);
-    st = recap__ctx_enter(dev, &pushed);
+    st = recap__device_enter(gen->device, &dev, &drv, &pushed);
     if (st != RECAP_OK)
         return st;
     st = check_device_buffer(drv, gen->device, (const void *)(uintptr_t)p->dst);
