@@ -10,6 +10,7 @@
 #include "base/error.h"
 #include "base/handle.h"
 #include "plain/plain.h"
+#include "region/region.h" /* recap__engine_check, which the region core asks */
 
 /* Recording is per thread, as autograd's grad mode is; stored inverted so it starts on. */
 static _Thread_local int not_recording;

@@ -84,8 +84,4 @@ recap_status_t recap__ptrigger_remove(struct recap_plain_engine *h, void *handle
 void recap__ptrigger_orphan_locked(recap__pbuf_t *b);
 void recap__ptrigger_free_all(struct recap_plain_engine *h);
 
-/* RECAP_ERR_INVALID_ARG when ops are recap's plain engine operations and engine is not a live
- * plain engine (NULL included: every operation would dereference it). */
-recap_status_t recap__engine_check(const recap_engine_ops_t *ops, const void *engine);
-
 #endif

@@ -11,7 +11,6 @@
 
 #include "base/error.h"
 #include "base/handle.h"
-#include "plain/plain.h"
 #include "region/region.h"
 
 recap_status_t recap_manager_create(const recap_engine_ops_t *ops, void *engine,

@@ -8,7 +8,6 @@
 #include <string.h>
 
 #include "base/error.h"
-#include "plain/plain.h"
 #include "region/region.h"
 
 #define HAS(op) (p->ops->op != NULL)

@@ -146,4 +146,10 @@ recap_status_t recap__manager_add(recap_manager_h m, recap_region_h r);
 /* The region is being destroyed. */
 void recap__manager_forget(recap_manager_h m, recap_region_h r);
 
+/* The region core asks whether an engine pointer is valid for its operations; the engines recap
+ * ships answer (src/plain/ops.c: RECAP_ERR_INVALID_ARG when ops are recap's plain engine
+ * operations and engine is not a live plain engine, NULL included). Declared here, below them,
+ * so the core does not include the engines' headers. */
+recap_status_t recap__engine_check(const recap_engine_ops_t *ops, const void *engine);
+
 #endif
