@@ -166,7 +166,7 @@ static void checkpoint(bench_ctx_t *c)
     for (i = 0; i < BATCH; i++) {
         CHECK(recap_checkpoint_run(&c->params, c->sig, (recap_func_t)noop, c->v, 5, &ck));
         CHECK(recap_checkpoint_backward(ck, &out, 1));
-        CHECK(c->params.ops->free_buffer(c->params.engine, out));
+        CHECK(c->params.ops->free_buffer(c->params.host, out));
         CHECK(recap_checkpoint_destroy(ck));
     }
 }
