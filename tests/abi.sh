@@ -1,6 +1,8 @@
 #!/bin/sh
 # SPDX-License-Identifier: Apache-2.0
-# librecap's exports against src/librecap.map (tests/Makefile.inc passes CC and READELF):
+# librecap's exports against src/librecap.map (tests/Makefile.inc passes CC, READELF, and the
+# build's CFLAGS and LDFLAGS as ABI_CFLAGS and ABI_LDFLAGS, so a sanitizer build's client loads
+# its runtime first):
 #  1. every exported symbol is in the map's node of its version, or is a RECAP_1.0 alias of a
 #     symbol of a later node, or is an entry point the hooks interpose (hooks/interpose.h, plus
 #     cuGetProcAddress*, dlsym, InitializeInjection), unversioned; nothing else;
@@ -72,7 +74,8 @@ echo 'RECAP_1.0 { global: recap_*; };' >"$tmp/old/old.map"
 awk '{ print "int " $1 "(void); int " $1 "(void) { return 0; }" }' "$tmp/map" >"$tmp/old/stub.c"
 ${CC:-cc} -shared -fPIC -o "$tmp/old/librecap.so.1" -Wl,-soname,librecap.so.1 \
     -Wl,--version-script="$tmp/old/old.map" "$tmp/old/stub.c" &&
-    ${CC:-cc} -o "$tmp/client" "$srcdir/tests/abi_client.c" "$tmp/old/librecap.so.1" ||
+    ${CC:-cc} $ABI_CFLAGS $ABI_LDFLAGS -o "$tmp/client" "$srcdir/tests/abi_client.c" \
+        "$tmp/old/librecap.so.1" ||
     { echo "abi: cannot build the old-style client"; exit 1; }
 refs=$(${READELF:-readelf} --dyn-syms -W "$tmp/client" | awk '$7 == "UND" && $8 ~ /^recap_/ { print $8 }')
 for r in $refs; do
