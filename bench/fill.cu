@@ -20,17 +20,17 @@
 #include "fill_probes.cuh"
 
 
-__global__ void variant_f32(const __grid_constant__ recap_fill_params_t p)
+__global__ void variant_f32(const __grid_constant__ recap__fill_params_t p)
 {
-    recap_fill_f32_thread(&p, (uint64_t)blockIdx.x * blockDim.x + threadIdx.x,
+    recap__fill_f32_thread(&p, (uint64_t)blockIdx.x * blockDim.x + threadIdx.x,
                           (uint64_t)gridDim.x * blockDim.x);
 }
 
 // The library's eager kernel exactly (src/kernels/fill.cu: the same launch bounds), for the
 // blocks-per-SM rounds below.
-__global__ void __launch_bounds__(1024, 2) library_f32(const __grid_constant__ recap_fill_params_t p)
+__global__ void __launch_bounds__(1024, 2) library_f32(const __grid_constant__ recap__fill_params_t p)
 {
-    recap_fill_f32_thread(&p, (uint64_t)blockIdx.x * blockDim.x + threadIdx.x,
+    recap__fill_f32_thread(&p, (uint64_t)blockIdx.x * blockDim.x + threadIdx.x,
                           (uint64_t)gridDim.x * blockDim.x);
 }
 
@@ -76,11 +76,11 @@ int main(int argc, char **argv)
     const int per_sm[] = {1, 2, 4, 8, 0};
     for (int t : threads)
         for (int b : per_sm) {
-            recap_fill_params_t p = {};
+            recap__fill_params_t p = {};
             p.dst = (uint64_t)(uintptr_t)buf;
             p.n = n;
             p.philox.seed = 99;
-            recap_fill_keys(99, &p.keys);
+            recap__fill_keys(99, &p.keys);
             uint64_t units = (n + 3) / 4;
             unsigned grid = b ? (unsigned)(prop.multiProcessorCount * b)
                               : (unsigned)((units + t - 1) / t);
@@ -152,11 +152,11 @@ int main(int argc, char **argv)
     double ratio[4][6];
     for (int r = 0; r < 4; r++) {
         float *b = r % 2 ? buf2 : buf;
-        recap_fill_params_t p = {};
+        recap__fill_params_t p = {};
         p.dst = (uint64_t)(uintptr_t)b;
         p.n = n;
         p.philox.seed = 99;
-        recap_fill_keys(99, &p.keys);
+        recap__fill_keys(99, &p.keys);
         double m = median_ms([&] { CK(cudaMemsetAsync(b, 0x5a, bytes)); }, reps);
         for (int i = 0; i < 6; i++) {
             unsigned grid = (unsigned)(prop.multiProcessorCount * shapes[i]);

@@ -54,7 +54,7 @@ __device__ __forceinline__ uint4 unit_pk(const PK &pk, uint64_t q)
 }
 
 
-template <int DATA> __device__ __forceinline__ uint4 unit(const recap_fill_keys_t &k, const PK &pk, uint64_t q)
+template <int DATA> __device__ __forceinline__ uint4 unit(const recap__fill_keys_t &k, const PK &pk, uint64_t q)
 {
     const P &p = pk.p;
     if (DATA == DATA_PK)
@@ -64,7 +64,7 @@ template <int DATA> __device__ __forceinline__ uint4 unit(const recap_fill_keys_
         return make_uint4(x, x ^ 1u, x ^ 2u, x ^ 3u);
     }
     uint32_t w[4];
-    recap_fill_philox(&k, p.base + (q >> 16), (uint32_t)(q & 0xffffu), w);
+    recap__fill_philox(&k, p.base + (q >> 16), (uint32_t)(q & 0xffffu), w);
     float4 f = make_float4(recap_philox_uniform(w[0]), recap_philox_uniform(w[1]),
                            recap_philox_uniform(w[2]), recap_philox_uniform(w[3]));
     return *(uint4 *)&f;
@@ -82,9 +82,9 @@ template <int ST> __device__ __forceinline__ void put(const P &p, uint64_t q, ui
 template <int DATA, int ST> __global__ void __launch_bounds__(1024, 2) k_gs(const __grid_constant__ PK pk)
 {
     const P &p = pk.p;
-    recap_fill_keys_t k;
+    recap__fill_keys_t k;
     if (DATA != DATA_PK)
-        recap_fill_keys(p.seed, &k);
+        recap__fill_keys(p.seed, &k);
     const uint64_t T = (uint64_t)gridDim.x * blockDim.x;
     for (uint64_t q = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x; q < p.nunits; q += 2 * T) {
         uint64_t q2 = q + T;
@@ -101,9 +101,9 @@ template <int DATA, int ST> __global__ void __launch_bounds__(1024, 2) k_gs(cons
 template <int DATA, int ST> __global__ void __launch_bounds__(1024, 2) k_chunk(const __grid_constant__ PK pk)
 {
     const P &p = pk.p;
-    recap_fill_keys_t k;
+    recap__fill_keys_t k;
     if (DATA != DATA_PK)
-        recap_fill_keys(p.seed, &k);
+        recap__fill_keys(p.seed, &k);
     const uint64_t per = (p.nunits + gridDim.x - 1) / gridDim.x;
     const uint64_t lo = blockIdx.x * per, hi = min(lo + per, p.nunits), B = blockDim.x;
     for (uint64_t q = lo + threadIdx.x; q < hi; q += 2 * B) {
@@ -140,9 +140,9 @@ template <int U> __global__ void __launch_bounds__(1024, 2) k_gs_pk(const __grid
 template <int DATA, int U> __global__ void k_np(const __grid_constant__ PK pk)
 {
     const P &p = pk.p;
-    recap_fill_keys_t k;
+    recap__fill_keys_t k;
     if (DATA != DATA_PK)
-        recap_fill_keys(p.seed, &k);
+        recap__fill_keys(p.seed, &k);
     const uint64_t q0 = (uint64_t)blockIdx.x * U * blockDim.x + threadIdx.x;
 #pragma unroll
     for (int u = 0; u < U; u++) {
@@ -170,9 +170,9 @@ template <int DATA> __global__ void k_tma_block(const __grid_constant__ PK pk)
 {
     const P &p = pk.p;
     extern __shared__ uint4 tile[];
-    recap_fill_keys_t k;
+    recap__fill_keys_t k;
     if (DATA != DATA_PK)
-        recap_fill_keys(p.seed, &k);
+        recap__fill_keys(p.seed, &k);
     const uint32_t B = blockDim.x, TU = 2 * B;
     const uint64_t ntiles = p.nunits / TU;
     int s = 0;
@@ -199,9 +199,9 @@ template <int DATA, int U, int MINB> __global__ void __launch_bounds__(1024, MIN
 {
     const P &p = pk.p;
     extern __shared__ uint4 tile[];
-    recap_fill_keys_t k;
+    recap__fill_keys_t k;
     if (DATA != DATA_PK)
-        recap_fill_keys(p.seed, &k);
+        recap__fill_keys(p.seed, &k);
     const uint32_t lane = threadIdx.x & 31, warp = threadIdx.x >> 5, TU = 32 * U;
     const uint64_t nwarps = (uint64_t)gridDim.x * (blockDim.x >> 5);
     const uint64_t ntiles = p.nunits / TU;
@@ -278,8 +278,8 @@ int main(int argc, char **argv)
     PK pk;
     pk.p = p;
     {
-        recap_fill_keys_t hk;
-        recap_fill_keys(p.seed, &hk);
+        recap__fill_keys_t hk;
+        recap__fill_keys(p.seed, &hk);
         memcpy(pk.k0, hk.k0, sizeof pk.k0);
         memcpy(pk.k1, hk.k1, sizeof pk.k1);
     }

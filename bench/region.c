@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Per-region bookkeeping cost of recap's recompute regions, with a function that does nothing
- * so only recap's work (and the host operations it calls) is timed: create + record + release +
- * rebuild + finish + destroy of one region, on host buffers, with a tracker holding a host
- * generator and Megatron's per-rank states (3 named states). Two hosts: the plain host (whose
+ * so only recap's work (and the engine operations it calls) is timed: create + record + release +
+ * rebuild + finish + destroy of one region, on host buffers, with a tracker holding an engine
+ * generator and Megatron's per-rank states (3 named states). Two engines: the plain engine (whose
  * operations allocate and account for memory) and a null host whose operations do nothing, which
  * isolates recap's own cost. Anchors measured in the same run: a bare ffi_call of the same
  * signature, and a snapshot take+restore pair on the same tracker (a region takes two snapshots
@@ -54,7 +54,7 @@ static void noop(const void *x, void *y, uint64_t n, float a, void *p)
     (void)x, (void)y, (void)n, (void)a, (void)p;
 }
 
-/* ---------------------------------------------------------------- a host that does nothing */
+/* ---------------------------------------------------------------- an engine that does nothing */
 
 static char null_storage[64];
 
@@ -97,7 +97,7 @@ static recap_status_t null_drop(void *h, void *s)
     return RECAP_OK;
 }
 
-static const recap_host_ops_t null_ops = {
+static const recap_engine_ops_t null_ops = {
     .buffer_arg = null_arg, .alloc_like = null_alloc, .free_buffer = null_buf,
     .free_storage = null_buf, .share_storage = null_share,
     .save = null_save, .load = null_load, .drop = null_drop,
@@ -173,7 +173,7 @@ static void checkpoint(bench_ctx_t *c)
 
 #include "median.h"
 
-static recap_plain_host_h plain;
+static recap_plain_engine_h plain;
 
 static void setup(bench_ctx_t *c)
 {
@@ -194,14 +194,14 @@ static void setup(bench_ctx_t *c)
                                        : i == 2 ? &ffi_type_uint64 : &ffi_type_float;
     if (ffi_prep_cif(&c->cif, FFI_DEFAULT_ABI, 5, &ffi_type_void, c->atypes) != FFI_OK)
         die("ffi_prep_cif", RECAP_ERR_UNSUPPORTED);
-    CHECK(recap_plain_host_create(RECAP_DEVICE_HOST, 0, &plain));
+    CHECK(recap_plain_engine_create(RECAP_DEVICE_HOST, 0, &plain));
 }
 
-/* Region params and arguments for the plain host (with or without a trigger buffer, inputs
+/* Region params and arguments for the plain engine (with or without a trigger buffer, inputs
  * needing a gradient or not) or the null host. */
 static void use_host(bench_ctx_t *c, int null_host, int trigger, int needs_grad)
 {
-    const recap_host_ops_t *ops;
+    const recap_engine_ops_t *ops;
 
     if (c->x != NULL && c->x != null_storage) {
         CHECK(recap_plain_buffer_destroy(c->x));
@@ -214,7 +214,7 @@ static void use_host(bench_ctx_t *c, int null_host, int trigger, int needs_grad)
         c->params = (recap_region_params_t){&null_ops, NULL, c->t, NULL, 0};
         c->x = c->y = null_storage;
     } else {
-        CHECK(recap_plain_host_ops(&ops));
+        CHECK(recap_plain_engine_ops(&ops));
         c->params = (recap_region_params_t){ops, plain, c->t, NULL, 0};
         CHECK(recap_plain_buffer_create(plain, 4096, needs_grad, &c->x));
         CHECK(recap_plain_buffer_create(plain, 4096, 1, &c->y));
@@ -236,11 +236,11 @@ int main(void)
         int null_host, trigger, needs_grad, per_region;
     } ops[] = {
         {"region create+record+release+rebuild+finish+destroy, null host", lifecycle, 1, 0, 1, 1},
-        {"the same, plain host (malloc'd storage, saved views)", lifecycle, 0, 0, 1, 1},
-        {"the same, plain host, rebuilt by a trigger (arm + fire)", lifecycle, 0, 1, 1, 1},
-        {"the same, plain host, no input needs a gradient (plain call)", lifecycle, 0, 0, 0, 0},
-        {"region create+destroy only, plain host", create_destroy, 0, 0, 1, 0},
-        {"checkpoint run+backward+destroy (and the output's free), plain host", checkpoint, 0,
+        {"the same, plain engine (malloc'd storage, saved views)", lifecycle, 0, 0, 1, 1},
+        {"the same, plain engine, rebuilt by a trigger (arm + fire)", lifecycle, 0, 1, 1, 1},
+        {"the same, plain engine, no input needs a gradient (plain call)", lifecycle, 0, 0, 0, 0},
+        {"region create+destroy only, plain engine", create_destroy, 0, 0, 1, 0},
+        {"checkpoint run+backward+destroy (and the output's free), plain engine", checkpoint, 0,
          0, 1, 1},
     };
     bench_ctx_t c = {0};
@@ -265,7 +265,7 @@ int main(void)
     printf("\n%d batches of %d regions each, median; target <= 2000 ns per region.\n", REPS,
            BATCH);
     use_host(&c, 1, 0, 1);
-    CHECK(recap_plain_host_destroy(plain));
+    CHECK(recap_plain_engine_destroy(plain));
     CHECK(recap_signature_destroy(c.sig));
     CHECK(recap_snapshot_destroy(c.snap));
     CHECK(recap_tracker_destroy(c.t));

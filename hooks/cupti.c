@@ -20,11 +20,11 @@
 #include <cupti.h>
 #endif
 
-#include "base/atfork.h"
 #include "base/dl.h"
 #include "base/env.h"
 #include "base/error.h"
 #include "base/log.h"
+#include "base/symver.h"
 #include "capture/capture.h"
 #include "hooks/events.h"
 #include "hooks/hooks.h"
@@ -59,7 +59,7 @@ static char holder[HOLDER_LEN];
 static recap_hooks_t installed_as = RECAP_HOOKS_NONE;
 static pthread_mutex_t cupti_lock = PTHREAD_MUTEX_INITIALIZER;
 
-void recap__cupti_atfork(recap_atfork_t when)
+void recap__cupti_atfork(recap__atfork_t when)
 {
     recap__atfork_mutex(&cupti_lock, when);
 }
@@ -108,7 +108,7 @@ static void begin_event(int enter, int ok, CUstream s, CUstreamCaptureMode mode)
  * record from entry to exit. */
 static void destroy_event(const CUpti_CallbackData *d, int ok, void *handle, int exec)
 {
-    recap_hook_call_t c = {.report = 1, .taken = NULL};
+    recap__hook_call_t c = {.report = 1, .taken = NULL};
 
     if (d->correlationData == NULL)
         return;
@@ -398,6 +398,7 @@ recap_status_t recap_cupti_holder(char *name, size_t name_len)
     pthread_mutex_unlock(&cupti_lock);
     return RECAP_OK;
 }
+RECAP__SINCE(recap_cupti_holder, "RECAP_1.3");
 
 #else /* !HAVE_CUPTI */
 
@@ -407,8 +408,9 @@ recap_status_t recap_cupti_holder(char *name, size_t name_len)
     name[0] = '\0';
     return RECAP_OK;
 }
+RECAP__SINCE(recap_cupti_holder, "RECAP_1.3");
 
-void recap__cupti_atfork(recap_atfork_t when)
+void recap__cupti_atfork(recap__atfork_t when)
 {
     (void)when;
 }

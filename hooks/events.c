@@ -4,14 +4,14 @@
 #include "capture/capture.h"
 #include "hooks/events.h"
 
-void recap__hook_begin(recap_hook_call_t *c)
+void recap__hook_begin(recap__hook_call_t *c)
 {
     c->taken = NULL;
     c->report = recap__hooks_enter() == 0 && recap__hooks_reporting(RECAP_HOOKS_PRELOAD);
     c->source = recap__events_source_set(c->report ? RECAP_HOOKS_PRELOAD : RECAP_HOOKS_NONE);
 }
 
-void recap__hook_end(recap_hook_call_t *c)
+void recap__hook_end(recap__hook_call_t *c)
 {
     recap__events_source_set(c->source);
     recap__hooks_leave();
@@ -26,52 +26,52 @@ void recap__hook_end(recap_hook_call_t *c)
         }                                              \
     } while (0)
 
-void recap__ev_before_begin_capture(recap_hook_call_t *c, void *stream, int mode)
+void recap__ev_before_begin_capture(recap__hook_call_t *c, void *stream, int mode)
 {
     REPORT(c, "priming before capture", recap_capture_will_begin(stream, (recap_capture_mode_t)mode));
 }
 
-void recap__ev_after_begin_capture(recap_hook_call_t *c, void *stream, int ok)
+void recap__ev_after_begin_capture(recap__hook_call_t *c, void *stream, int ok)
 {
     if (ok)
         REPORT(c, "capture began", recap_capture_began(stream));
 }
 
-void recap__ev_before_end_capture(recap_hook_call_t *c, void *stream)
+void recap__ev_before_end_capture(recap__hook_call_t *c, void *stream)
 {
     REPORT(c, "capture will end", recap_capture_will_end(stream));
 }
 
-void recap__ev_after_end_capture(recap_hook_call_t *c, void *stream, int ok, void *graph)
+void recap__ev_after_end_capture(recap__hook_call_t *c, void *stream, int ok, void *graph)
 {
     REPORT(c, "capture ended", recap_capture_ended(stream, ok ? graph : NULL));
 }
 
-void recap__ev_instantiated(recap_hook_call_t *c, int ok, void *graph, void *exec)
+void recap__ev_instantiated(recap__hook_call_t *c, int ok, void *graph, void *exec)
 {
     if (ok)
         REPORT(c, "graph instantiated", recap_graph_instantiated(graph, exec));
 }
 
-void recap__ev_cloned(recap_hook_call_t *c, int ok, void *orig, void *clone)
+void recap__ev_cloned(recap__hook_call_t *c, int ok, void *orig, void *clone)
 {
     if (ok)
         REPORT(c, "graph cloned", recap_graph_cloned(orig, clone));
 }
 
-void recap__ev_destroy_graph(recap_hook_call_t *c, void *graph)
+void recap__ev_destroy_graph(recap__hook_call_t *c, void *graph)
 {
     if (c->report)
         c->taken = recap__record_take(graph, 0);
 }
 
-void recap__ev_destroy_exec(recap_hook_call_t *c, void *exec)
+void recap__ev_destroy_exec(recap__hook_call_t *c, void *exec)
 {
     if (c->report)
         c->taken = recap__record_take(exec, 1);
 }
 
-void recap__ev_destroy_done(recap_hook_call_t *c, void *handle, int exec, int ok)
+void recap__ev_destroy_done(recap__hook_call_t *c, void *handle, int exec, int ok)
 {
     if (ok)
         recap__record_unref(c->taken);
@@ -83,12 +83,12 @@ void recap__ev_destroy_done(recap_hook_call_t *c, void *handle, int exec, int ok
                            NULL, RECAP_CAPTURE_GLOBAL, exec ? NULL : handle, exec ? handle : NULL);
 }
 
-void recap__ev_before_launch(recap_hook_call_t *c, void *exec, void *stream)
+void recap__ev_before_launch(recap__hook_call_t *c, void *exec, void *stream)
 {
     REPORT(c, "graph launch", recap_graph_will_launch(exec, stream));
 }
 
-void recap__ev_after_launch(recap_hook_call_t *c, void *exec, int ok)
+void recap__ev_after_launch(recap__hook_call_t *c, void *exec, int ok)
 {
     if (!ok)
         REPORT(c, "graph launch failed", recap_graph_launch_failed(exec));

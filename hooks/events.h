@@ -15,24 +15,24 @@ typedef struct {
     int report;  /* this call reports events */
     void *taken; /* a destroy's record, until the real call says whether the handle went */
     recap_hooks_t source; /* the thread's event source before this call */
-} recap_hook_call_t;
+} recap__hook_call_t;
 
 /* Starts an interposed call: decides whether it reports. Pair with recap__hook_end. */
-void recap__hook_begin(recap_hook_call_t *c);
-void recap__hook_end(recap_hook_call_t *c);
+void recap__hook_begin(recap__hook_call_t *c);
+void recap__hook_end(recap__hook_call_t *c);
 
-void recap__ev_before_begin_capture(recap_hook_call_t *c, void *stream, int mode);
-void recap__ev_after_begin_capture(recap_hook_call_t *c, void *stream, int ok);
-void recap__ev_before_end_capture(recap_hook_call_t *c, void *stream);
-void recap__ev_after_end_capture(recap_hook_call_t *c, void *stream, int ok, void *graph);
-void recap__ev_instantiated(recap_hook_call_t *c, int ok, void *graph, void *exec);
-void recap__ev_cloned(recap_hook_call_t *c, int ok, void *orig, void *clone);
+void recap__ev_before_begin_capture(recap__hook_call_t *c, void *stream, int mode);
+void recap__ev_after_begin_capture(recap__hook_call_t *c, void *stream, int ok);
+void recap__ev_before_end_capture(recap__hook_call_t *c, void *stream);
+void recap__ev_after_end_capture(recap__hook_call_t *c, void *stream, int ok, void *graph);
+void recap__ev_instantiated(recap__hook_call_t *c, int ok, void *graph, void *exec);
+void recap__ev_cloned(recap__hook_call_t *c, int ok, void *orig, void *clone);
 /* Around a destroy: the record leaves recap's map before the real call and is dropped after it,
  * or put back when the driver refused (the handle lives on and may launch). */
-void recap__ev_destroy_graph(recap_hook_call_t *c, void *graph);
-void recap__ev_destroy_exec(recap_hook_call_t *c, void *exec);
-void recap__ev_destroy_done(recap_hook_call_t *c, void *handle, int exec, int ok);
-void recap__ev_before_launch(recap_hook_call_t *c, void *exec, void *stream);
-void recap__ev_after_launch(recap_hook_call_t *c, void *exec, int ok);
+void recap__ev_destroy_graph(recap__hook_call_t *c, void *graph);
+void recap__ev_destroy_exec(recap__hook_call_t *c, void *exec);
+void recap__ev_destroy_done(recap__hook_call_t *c, void *handle, int exec, int ok);
+void recap__ev_before_launch(recap__hook_call_t *c, void *exec, void *stream);
+void recap__ev_after_launch(recap__hook_call_t *c, void *exec, int ok);
 
 #endif

@@ -9,7 +9,6 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "base/atfork.h"
 #include "capture/capture.h"
 #include "base/dl.h"
 #include "base/env.h"
@@ -21,15 +20,15 @@
 static int active = RECAP_HOOKS_NONE;
 static _Thread_local int depth;
 
-recap_hooks_cfg_t recap__hooks_config(void)
+recap__hooks_cfg_t recap__hooks_config(void)
 {
-    /* In the order of recap_hooks_cfg_t. */
+    /* In the order of recap__hooks_cfg_t. */
     static const char *const choices[] = {"auto", "preload", "cupti", "off", NULL};
     static int cfg = -1;
 
     if (cfg < 0)
         cfg = recap__env_choice("RECAP_HOOKS", choices, RECAP_HOOKS_CFG_AUTO, RECAP_HOOKS_CFG_AUTO);
-    return (recap_hooks_cfg_t)cfg;
+    return (recap__hooks_cfg_t)cfg;
 }
 
 /* Whether this librecap came in through LD_PRELOAD (its path or file name is listed there). A
@@ -70,7 +69,7 @@ static int preloaded(void)
 
 int recap__hooks_preload_enabled(void)
 {
-    recap_hooks_cfg_t cfg = recap__hooks_config();
+    recap__hooks_cfg_t cfg = recap__hooks_config();
 
     return cfg == RECAP_HOOKS_CFG_PRELOAD || (cfg == RECAP_HOOKS_CFG_AUTO && preloaded());
 }
@@ -130,7 +129,7 @@ void recap__hooks_leave(void)
 
 static pthread_mutex_t failed_lock = PTHREAD_MUTEX_INITIALIZER;
 
-void recap__hooks_atfork(recap_atfork_t when)
+void recap__hooks_atfork(recap__atfork_t when)
 {
     recap__atfork_mutex(&failed_lock, when);
 }

@@ -7,6 +7,7 @@
 #define RECAP_HOOKS_HOOKS_H
 
 #include "recap.h"
+#include "base/atfork.h"
 
 /* Whether `which` may report events now. The preload front end claims the role the first time
  * an interposed entry point runs while RECAP_HOOKS allows it; CUPTI and injection claim it when
@@ -19,8 +20,8 @@ void recap__hooks_release(recap_hooks_t which);
  * RECAP_HOOKS=preload) and RECAP_HOOKS does not turn it off. */
 int recap__hooks_preload_enabled(void);
 /* The RECAP_HOOKS setting: auto, preload, cupti or off. */
-typedef enum { RECAP_HOOKS_CFG_AUTO, RECAP_HOOKS_CFG_PRELOAD, RECAP_HOOKS_CFG_CUPTI, RECAP_HOOKS_CFG_OFF } recap_hooks_cfg_t;
-recap_hooks_cfg_t recap__hooks_config(void);
+typedef enum { RECAP_HOOKS_CFG_AUTO, RECAP_HOOKS_CFG_PRELOAD, RECAP_HOOKS_CFG_CUPTI, RECAP_HOOKS_CFG_OFF } recap__hooks_cfg_t;
+recap__hooks_cfg_t recap__hooks_config(void);
 
 /* Per-thread depth of interposed calls: a runtime wrapper's own driver calls (made by cudart
  * underneath) must not report the same event twice. */
@@ -35,5 +36,9 @@ void *recap__hooks_real_driver(const char *name);
 
 /* CUPTI front end (hooks/cupti.c). */
 recap_status_t recap__cupti_install(recap_hooks_t as);
+
+/* Fork handlers (called by src/process/atfork.c). */
+void recap__cupti_atfork(recap__atfork_t when);  /* cupti.c */
+void recap__hooks_atfork(recap__atfork_t when);  /* frontend.c */
 
 #endif

@@ -14,8 +14,8 @@
 #include "base/log.h"
 #include "hooks/hooks.h"
 
-__attribute__((visibility("default"))) int InitializeInjection(void);
-__attribute__((visibility("default"))) int InitializeInjection(void)
+RECAP_API int InitializeInjection(void);
+RECAP_API int InitializeInjection(void)
 {
     if (recap__hooks_preload_enabled()) {
         recap__log(RECAP_LOG_INFO, "injection: the LD_PRELOAD front end is active; CUPTI not "

@@ -3,17 +3,15 @@
 #ifndef RECAP_HOOKS_PRELOAD_DRIVER_H
 #define RECAP_HOOKS_PRELOAD_DRIVER_H
 
-#define RECAP_HOOK __attribute__((visibility("default")))
-
 /* One row per exported variant: the name programs ask for (cuGetProcAddress takes the base name),
  * the exported symbol, and recap's wrapper of that symbol. */
 typedef struct {
     const char *base;
     const char *symbol;
     void *wrapper;
-} recap_driver_hook_t;
+} recap__driver_hook_t;
 
-extern const recap_driver_hook_t recap__driver_hooks[];
+extern const recap__driver_hook_t recap__driver_hooks[];
 extern const unsigned recap__ndriver_hooks;
 
 #endif

@@ -24,8 +24,8 @@ typedef CUresult (*gpa1_fn)(const char *, void **, int, cuuint64_t);
 typedef CUresult (*gpa2_fn)(const char *, void **, int, cuuint64_t,
                             CUdriverProcAddressQueryResult *);
 
-RECAP_HOOK CUresult cuGetProcAddress(const char *symbol, void **pfn, int version, cuuint64_t flags);
-RECAP_HOOK CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int version,
+RECAP_API CUresult cuGetProcAddress(const char *symbol, void **pfn, int version, cuuint64_t flags);
+RECAP_API CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int version,
                                         cuuint64_t flags, CUdriverProcAddressQueryResult *status);
 
 /* The wrapper of the exported variant the driver returned, or NULL. */
@@ -62,7 +62,7 @@ static void swap_answer(const char *symbol, void **pfn)
         *pfn = w;
 }
 
-RECAP_HOOK CUresult cuGetProcAddress(const char *symbol, void **pfn, int version, cuuint64_t flags)
+RECAP_API CUresult cuGetProcAddress(const char *symbol, void **pfn, int version, cuuint64_t flags)
 {
     static gpa1_fn real;
     CUresult rc;
@@ -77,7 +77,7 @@ RECAP_HOOK CUresult cuGetProcAddress(const char *symbol, void **pfn, int version
     return rc;
 }
 
-RECAP_HOOK CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int version,
+RECAP_API CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int version,
                                         cuuint64_t flags, CUdriverProcAddressQueryResult *status)
 {
     static gpa2_fn real;
@@ -189,8 +189,8 @@ RECAP_NO_SANITIZE_EARLY static void *driver_dlsym(void *handle, const char *name
 #define RECAP_TAIL_FN __attribute__((optimize("optimize-sibling-calls")))
 #endif
 
-RECAP_HOOK void *dlsym(void *handle, const char *name);
-RECAP_NO_SANITIZE_EARLY RECAP_HOOK RECAP_TAIL_FN void *dlsym(void *handle, const char *name)
+RECAP_API void *dlsym(void *handle, const char *name);
+RECAP_NO_SANITIZE_EARLY RECAP_API RECAP_TAIL_FN void *dlsym(void *handle, const char *name)
 {
     if (name[0] == 'c' && name[1] == 'u' && recap__hooks_preload_enabled())
         return driver_dlsym(handle, name, __builtin_return_address(0));

@@ -4,7 +4,7 @@
  * reading the reports of a job's ranks. Processes that share FILE (a forked child, the ranks of
  * a job) each append their line with one write, so none overwrites or splits another's; each
  * line says whose it is (recap version, time, host, pid, rank). With "%p" in FILE each process
- * writes its own file; "%h" is the host name.
+ * writes its own file; "%h" is the host name. hooks/report.h defines the line.
  */
 #include "config.h"
 
@@ -19,6 +19,7 @@
 #include "base/ident.h"
 #include "base/log.h"
 #include "capture/capture.h"
+#include "hooks/report.h"
 #include "recap.h"
 
 /* The host name as a JSON string's content: host names are letters, digits, '.', '-' (and '_'
@@ -34,13 +35,38 @@ static void json_host(char *buf, size_t len)
             buf[i] = '?';
 }
 
+/* One line's values (hooks/report.h lists them). */
+typedef struct {
+#define FIELD(name, type, merge) RECAP__REPORT_CTYPE_##type name;
+    RECAP__REPORT_FIELDS(FIELD)
+#undef FIELD
+} report_t;
+
+/* Appends `"name":value` to the line at *off (after "{" or ","); -1 when it does not fit. */
+#define PUT(name, type, merge)                                                                \
+    n = snprintf(line + off, len - off, "%s\"" #name "\":" RECAP__REPORT_FMT_##type,           \
+                 off == 0 ? "{" : ",", r->name);                                              \
+    if (n < 0 || (size_t)n >= len - off)                                                      \
+        return -1;                                                                            \
+    off += (size_t)n;
+
 /* The report line (with its newline); its length, or -1 when it does not fit. */
+static int format_line(char *line, size_t len, const report_t *r)
+{
+    size_t off = 0;
+    int n;
+
+    RECAP__REPORT_FIELDS(PUT)
+    n = snprintf(line + off, len - off, "}\n");
+    return n > 0 && (size_t)n < len - off ? (int)(off + (size_t)n) : -1;
+}
+
 static int report_line(char *line, size_t len, const recap_capture_stats_t *s)
 {
     char host[256], when[40], rank[16] = "null", names[160];
     recap_hooks_t hooks = RECAP_HOOKS_NONE;
     uint64_t frameworks;
-    int n;
+    report_t r;
 
     json_host(host, sizeof(host));
     recap__ident_time(when, sizeof(when));
@@ -48,18 +74,14 @@ static int report_line(char *line, size_t len, const recap_capture_stats_t *s)
         snprintf(rank, sizeof(rank), "%d", recap__ident_rank());
     recap_hooks_active(&hooks);
     recap__fw_seen(&frameworks, names, sizeof(names));
-    n = snprintf(line, len,
-                 "{\"recap\":\"%s\",\"time\":\"%s\",\"host\":\"%s\",\"pid\":%ld,\"rank\":%s,"
-                 "\"hooks\":\"%s\",\"captures\":%llu,\"graphs_with_rng\":%llu,\"launches\":%llu,"
-                 "\"slot_writes\":%llu,\"states_primed\":%llu,\"live_records\":%llu,"
-                 "\"framework_generators\":%llu,\"frameworks\":\"%s\",\"subscriptions\":%llu}\n",
-                 recap_version_string(), when, host, (long)getpid(), rank, recap_hooks_name(hooks),
-                 (unsigned long long)s->captures, (unsigned long long)s->graphs_with_rng,
-                 (unsigned long long)s->launches, (unsigned long long)s->slot_writes,
-                 (unsigned long long)s->states_primed, (unsigned long long)s->live_records,
-                 (unsigned long long)frameworks, names,
-                 (unsigned long long)recap__events_subscribed());
-    return n > 0 && (size_t)n < len ? n : -1;
+    r = (report_t){.recap = recap_version_string(), .time = when, .host = host,
+                   .pid = (long long)getpid(), .rank = rank, .hooks = recap_hooks_name(hooks),
+                   .captures = s->captures, .graphs_with_rng = s->graphs_with_rng,
+                   .launches = s->launches, .slot_writes = s->slot_writes,
+                   .states_primed = s->states_primed, .live_records = s->live_records,
+                   .framework_generators = frameworks, .frameworks = names,
+                   .subscriptions = recap__events_subscribed()};
+    return format_line(line, len, &r);
 }
 
 __attribute__((destructor)) static void write_report(void)

@@ -19,8 +19,9 @@
 extern "C" {
 #endif
 
-/* librecap is built with hidden visibility; only RECAP_API functions are exported (and the
- * linker version script gives them the RECAP_1.0 version). */
+/* librecap is built with hidden visibility; only RECAP_API functions are exported (the linker
+ * version script, src/librecap.map, gives each the version that added it). The one export macro:
+ * the interposed CUDA entry points and the test doubles use it too. */
 #define RECAP_API __attribute__((visibility("default")))
 
 /* ---------------------------------------------------------------- status, version, errors */
@@ -613,57 +614,16 @@ RECAP_API recap_status_t recap_snapshot_serialize(recap_snapshot_h snap, void *b
  * format version, and snap is left unchanged on any error. Restore it to apply it. */
 RECAP_API recap_status_t recap_snapshot_deserialize(const void *buf, size_t len, recap_snapshot_h snap);
 
-/* ---------------------------------------------------------------- diagnostics (recap-probe) */
-
-/*
- * The checks behind the recap-probe tool: what this process's CUDA stack does with graph capture
- * and RNG (driver and runtime versions, devices, the interception front end, registration,
- * capture modes, the captured-event hazard, graph features, a Philox self-test against
- * Random123, the device and cuRAND, and a captured-graph replay test). Checks that need a GPU
- * report RECAP_PROBE_NA without a driver or device; the host checks always run. They create
- * their own streams, graphs and generators on device 0 and leave nothing behind, but begin
- * captures (global mode included) and may load libcudart and libcurand: run them from a tool or
- * at start-up, not while the process captures graphs.
- */
-typedef enum recap_probe_status {
-    RECAP_PROBE_PASS = 0,
-    RECAP_PROBE_FAIL = 1,
-    RECAP_PROBE_NA = 2 /* not applicable here (no driver, device, library or entry point) */
-} recap_probe_status_t;
-
-typedef struct recap_probe_result {
-    const char *name;   /* the check's name */
-    recap_probe_status_t status;
-    const char *detail; /* what was found and how; on failure, why */
-} recap_probe_result_t;
-
-typedef struct recap_probe_check_info {
-    const char *name;
-    const char *summary; /* one line: what the check probes */
-} recap_probe_check_info_t;
-
-/* The checks, in the order recap_probe_run runs them (a static table). */
-RECAP_API recap_status_t recap_probe_checks(const recap_probe_check_info_t **checks_p,
-                                            size_t *count_p);
-/* Runs the checks named in `only` (comma-separated; NULL or "" for all), each once, in table
- * order. RECAP_ERR_NOT_FOUND, running nothing, when a name is unknown. *results_p is one
- * allocation holding the results and their text: release it with recap_probe_free. */
-RECAP_API recap_status_t recap_probe_run(const char *only, recap_probe_result_t **results_p,
-                                         size_t *count_p);
-RECAP_API recap_status_t recap_probe_free(recap_probe_result_t *results); /* NULL is fine */
-/* Short lower-case text for a result status ("pass", "fail", "na"). */
-RECAP_API const char *recap_probe_status_name(recap_probe_status_t status);
-
 /* ---------------------------------------------------------------- recompute regions */
 
 /*
  * Activation recomputation (Megatron-Core's checkpoint, CheckpointWithoutOutput and its
- * manager) through a C ABI. The host's "tensors" are buffers it owns, seen by recap as opaque
- * handles (recap_buffer_t); recap never reads their contents: everything it needs from the host
+ * manager) through a C ABI. The engine's "tensors" are buffers it owns, seen by recap as opaque
+ * handles (recap_buffer_t); recap never reads their contents: everything it needs from the engine
  * (storage, recording mode, gradients' triggers, saved buffers, the recompute context) goes
- * through a table of host operations. What a region re-runs is a recorded call: a function
+ * through a table of engine operations. What a region re-runs is a recorded call: a function
  * pointer, its signature and its argument values, copied at record time. Buffer arguments are
- * marked by position in the signature: RECAP_TYPE_BUFFER for inputs (stashed through the host's
+ * marked by position in the signature: RECAP_TYPE_BUFFER for inputs (stashed through the engine's
  * saved-buffer operations, read back once at rebuild), RECAP_TYPE_BUFFER_OUT for outputs the
  * function writes (released and rebuilt).
  *
@@ -671,17 +631,17 @@ RECAP_API const char *recap_probe_status_name(recap_probe_status_t status);
  * the first run and restores it for the recompute, so the recompute draws exactly what the first
  * run drew; the state current before the recompute is restored afterwards. Inside a capture on a
  * graph-safe tracker the snapshots are capture-relative, so the recompute redraws the forward's
- * numbers on every replay. Release and rebuild inside a capture call the host's storage
+ * numbers on every replay. Release and rebuild inside a capture call the engine's storage
  * operations there, so its allocator must be capture-safe: memory a captured kernel writes must
- * outlive the graph (PyTorch's graph pools do this; the plain host does with
- * RECAP_PLAIN_KEEP_FREED) and allocating there must be allowed (for the plain host's device
+ * outlive the graph (PyTorch's graph pools do this; the plain engine does with
+ * RECAP_PLAIN_KEEP_FREED) and allocating there must be allowed (for the plain engine's device
  * buffers: a capture in relaxed mode).
  *
  * Thread safety: a region, checkpoint or manager is used from one thread at a time; signatures
  * are immutable once created and may be shared between threads.
  */
 
-typedef void *recap_buffer_t;          /* a host buffer (the host's handle, never dereferenced) */
+typedef void *recap_buffer_t;          /* an engine's buffer (its handle, never dereferenced) */
 typedef void (*recap_func_t)(void);    /* any function, cast; its signature says how to call it */
 typedef struct recap_signature *recap_signature_h;
 typedef struct recap_region *recap_region_h;
@@ -698,7 +658,7 @@ typedef enum recap_type {
     RECAP_TYPE_FLOAT = 5,
     RECAP_TYPE_DOUBLE = 6,
     RECAP_TYPE_POINTER = 7,   /* kept as a value: what it points to is not saved */
-    RECAP_TYPE_BUFFER = 8,    /* input buffer; the function receives the host's buffer_arg */
+    RECAP_TYPE_BUFFER = 8,    /* input buffer; the function receives the engine's buffer_arg */
     RECAP_TYPE_BUFFER_OUT = 9 /* output buffer the function writes; likewise */
 } recap_type_t;
 
@@ -723,64 +683,64 @@ typedef enum recap_pass {
     RECAP_PASS_RECOMPUTE = 1 /* the rebuild or backward run */
 } recap_pass_t;
 
-/* A trigger: recap's callback the host calls when a buffer's gradient is being computed. */
+/* A trigger: recap's callback the engine calls when a buffer's gradient is being computed. */
 typedef recap_status_t (*recap_trigger_func_t)(void *arg);
 
 /*
- * What recap needs from the host. `host` (the params' user pointer) is passed to every
+ * What recap needs from the engine. `engine` (the params' user pointer, `host`) is passed to every
  * operation. Operations report failure with a status (anything but RECAP_OK); recap returns it.
  * The table must outlive every region, checkpoint and manager using it.
  */
-typedef struct recap_host_ops {
+typedef struct recap_engine_ops {
     /* What the function receives for a buffer argument (its data pointer, say); fails for a
      * buffer without storage. NULL: the handle itself. */
-    recap_status_t (*buffer_arg)(void *host, recap_buffer_t buf, void **arg_p);
+    recap_status_t (*buffer_arg)(void *engine, recap_buffer_t buf, void **arg_p);
     /* Whether the buffer needs a gradient. NULL: every buffer does. */
-    int (*needs_grad)(void *host, recap_buffer_t buf);
+    int (*needs_grad)(void *engine, recap_buffer_t buf);
     /* A new buffer like `like` (same size, device, kind), with storage of its own; `like` may
      * be without storage. Required. */
-    recap_status_t (*alloc_like)(void *host, recap_buffer_t like, recap_buffer_t *buf_p);
+    recap_status_t (*alloc_like)(void *engine, recap_buffer_t like, recap_buffer_t *buf_p);
     /* Frees a buffer recap obtained from alloc_like, load or the distribution ops. Required. */
-    recap_status_t (*free_buffer)(void *host, recap_buffer_t buf);
+    recap_status_t (*free_buffer)(void *engine, recap_buffer_t buf);
     /* Frees the buffer's storage; the handle (and views of it) stay valid, without storage.
      * Required for regions without output. */
-    recap_status_t (*free_storage)(void *host, recap_buffer_t buf);
+    recap_status_t (*free_storage)(void *engine, recap_buffer_t buf);
     /* Makes dst (and its views) use src's storage, without copying. recap frees src right after
      * with free_buffer, which must leave the storage dst now uses alone. Required for regions
      * without output. */
-    recap_status_t (*share_storage)(void *host, recap_buffer_t dst, recap_buffer_t src);
+    recap_status_t (*share_storage)(void *engine, recap_buffer_t dst, recap_buffer_t src);
     /* Whether two buffers use the same storage. NULL: the same handle. */
-    int (*same_storage)(void *host, recap_buffer_t a, recap_buffer_t b);
+    int (*same_storage)(void *engine, recap_buffer_t a, recap_buffer_t b);
     /* Switches recording (autograd) on or off for the calling thread, giving back the previous
-     * setting. NULL: the host does not record. */
-    recap_status_t (*set_recording)(void *host, int enable, int *previous_p);
+     * setting. NULL: the engine does not record. */
+    recap_status_t (*set_recording)(void *engine, int enable, int *previous_p);
     /* Arranges for fn(arg) to be called when buf's gradient is being computed; *handle_p
      * identifies it for remove_trigger. Required to release with a trigger buffer. */
-    recap_status_t (*add_trigger)(void *host, recap_buffer_t buf, recap_trigger_func_t fn,
+    recap_status_t (*add_trigger)(void *engine, recap_buffer_t buf, recap_trigger_func_t fn,
                                   void *arg, void **handle_p);
-    recap_status_t (*remove_trigger)(void *host, void *handle);
-    /* The host's saved-buffer mechanism (its hooks, e.g. offloading, see what recap keeps):
+    recap_status_t (*remove_trigger)(void *engine, void *handle);
+    /* The engine's saved-buffer mechanism (its hooks, e.g. offloading, see what recap keeps):
      * save keeps buf's contents reachable (the caller may free the handle meanwhile), load gives
      * back a buffer with them, valid until drop. All three or none; none: recap keeps the
      * handles themselves. */
-    recap_status_t (*save)(void *host, recap_buffer_t buf, void **saved_p);
-    recap_status_t (*load)(void *host, void *saved, recap_buffer_t *buf_p);
-    recap_status_t (*drop)(void *host, void *saved);
+    recap_status_t (*save)(void *engine, recap_buffer_t buf, void **saved_p);
+    recap_status_t (*load)(void *engine, void *saved, recap_buffer_t *buf_p);
+    recap_status_t (*drop)(void *engine, void *saved);
     /* Optional recompute context (e.g. FP8 scaling state), entered around every run of a
      * region's function with the pass it is: both or none. */
-    recap_status_t (*context_enter)(void *host, recap_pass_t pass, void **ctx_p);
-    recap_status_t (*context_exit)(void *host, void *ctx);
+    recap_status_t (*context_enter)(void *engine, recap_pass_t pass, void **ctx_p);
+    recap_status_t (*context_exit)(void *engine, void *ctx);
     /* Optional, for checkpoints with RECAP_CHECKPOINT_DISTRIBUTE: a new buffer holding this
      * rank's slice of buf across the tensor-parallel group, and a new buffer holding every
-     * rank's slices of `slice` gathered back into the whole (the host knows the shape). */
-    recap_status_t (*distribute)(void *host, recap_buffer_t buf, recap_buffer_t *slice_p);
-    recap_status_t (*all_gather)(void *host, recap_buffer_t slice, recap_buffer_t *full_p);
-} recap_host_ops_t;
+     * rank's slices of `slice` gathered back into the whole (the engine knows the shape). */
+    recap_status_t (*distribute)(void *engine, recap_buffer_t buf, recap_buffer_t *slice_p);
+    recap_status_t (*all_gather)(void *engine, recap_buffer_t slice, recap_buffer_t *full_p);
+} recap_engine_ops_t;
 
 enum {
     /* Release keeps outputs that share storage with an input (retain_input_tensors). */
     RECAP_REGION_RETAIN_INPUTS = 1u << 0,
-    /* Runs without entering the host's recompute context (it is entered by default). */
+    /* Runs without entering the engine's recompute context (it is entered by default). */
     RECAP_REGION_NO_CONTEXT = 1u << 1,
     /* Checkpoints: keep only this rank's slice of the first input buffer, all-gathered again
      * before the recompute (distribute_saved_activations). */
@@ -788,8 +748,9 @@ enum {
 };
 
 typedef struct recap_region_params {
-    const recap_host_ops_t *ops;
-    void *host;               /* passed to every host operation */
+    const recap_engine_ops_t *ops;
+    void *host;               /* the engine: passed to every engine operation (the field keeps
+                               * the name it had before ABI 1.5, so initializers still compile) */
     /* The tracker whose whole RNG state (recap_snapshot_take) is restored for the recompute;
      * NULL: random numbers are not managed. */
     recap_tracker_h tracker;
@@ -831,9 +792,9 @@ RECAP_API recap_status_t recap_region_create(const recap_region_params_t *params
  * the region's function, the lifecycle calls on that region (destroy, record, release, rebuild,
  * finish, its manager's release and rebuild) return RECAP_ERR_STATE and change nothing. */
 RECAP_API recap_status_t recap_region_destroy(recap_region_h region);
-/* NEW -> RECORDED: snapshots the RNG state, runs fn(args) once without recording (the host's
+/* NEW -> RECORDED: snapshots the RNG state, runs fn(args) once without recording (the engine's
  * set_recording) with recap_is_checkpointing true, then stashes the input buffers through the
- * host's save. The argument values are copied; nargs must equal the signature's count and fn
+ * engine's save. The argument values are copied; nargs must equal the signature's count and fn
  * must not be NULL (RECAP_ERR_INVALID_ARG, nothing run). */
 RECAP_API recap_status_t recap_region_record(recap_region_h region, recap_signature_h sig,
                                              recap_func_t fn, const recap_value_t *args,
@@ -848,7 +809,7 @@ RECAP_API recap_status_t recap_region_release(recap_region_h region, recap_buffe
  * new storage (no copy), and restores the RNG state current before. The trigger calls it; a
  * trigger firing in any later state does nothing. */
 RECAP_API recap_status_t recap_region_rebuild(recap_region_h region);
-/* REBUILT -> DONE: the host has back-propagated through the outputs; removes the trigger. */
+/* REBUILT -> DONE: the engine has back-propagated through the outputs; removes the trigger. */
 RECAP_API recap_status_t recap_region_finish(recap_region_h region);
 RECAP_API recap_status_t recap_region_state(recap_region_h region, recap_region_state_t *state_p);
 /* Whether the region is a plain call (no input needed a gradient); RECAP_ERR_STATE before
@@ -863,7 +824,7 @@ RECAP_API recap_status_t recap_region_return_value(recap_region_h region, recap_
  * added (forward order). Its regions use its ops and host. After a rebuild the manager is empty
  * and collects the next regions.
  */
-RECAP_API recap_status_t recap_manager_create(const recap_host_ops_t *ops, void *host,
+RECAP_API recap_status_t recap_manager_create(const recap_engine_ops_t *ops, void *engine,
                                               recap_manager_h *mgr_p);
 /* Regions still registered are let go (they stay valid). */
 RECAP_API recap_status_t recap_manager_destroy(recap_manager_h mgr);
@@ -883,12 +844,12 @@ RECAP_API recap_status_t recap_manager_rebuild(recap_manager_h mgr);
 
 /*
  * Full recompute (checkpoint): snapshots the RNG state, runs fn(args) without recording and
- * keeps the input buffers (through the host's save); the outputs the function wrote are the
- * caller's as usual. At backward the host calls recap_checkpoint_backward when the outputs'
+ * keeps the input buffers (through the engine's save); the outputs the function wrote are the
+ * caller's as usual. At backward the engine calls recap_checkpoint_backward when the outputs'
  * gradient arrives: recap restores the snapshot, re-runs with recording into new output buffers
  * and hands them back to back-propagate through, then restores the RNG state current before.
  * With RECAP_CHECKPOINT_DISTRIBUTE only this rank's slice of the first input buffer is kept
- * (the host's distribute) and all-gathered before the recompute. When no input needs a
+ * (the engine's distribute) and all-gathered before the recompute. When no input needs a
  * gradient the run is a plain call and backward is RECAP_ERR_STATE.
  */
 RECAP_API recap_status_t recap_checkpoint_run(const recap_region_params_t *params,
@@ -896,7 +857,7 @@ RECAP_API recap_status_t recap_checkpoint_run(const recap_region_params_t *param
                                               const recap_value_t *args, size_t nargs,
                                               recap_checkpoint_h *ckpt_p);
 /* Once: outputs[i] receives the recomputed i-th output buffer (in argument order; n must be
- * the number of RECAP_TYPE_BUFFER_OUT arguments), a buffer from alloc_like that the host now
+ * the number of RECAP_TYPE_BUFFER_OUT arguments), a buffer from alloc_like that the engine now
  * owns. The output handles given to run must still be valid (alloc_like takes them as templates;
  * their storage may be gone). A second call is RECAP_ERR_STATE. */
 RECAP_API recap_status_t recap_checkpoint_backward(recap_checkpoint_h ckpt,
@@ -910,172 +871,16 @@ RECAP_API recap_status_t recap_checkpoint_destroy(recap_checkpoint_h ckpt);
  * (nested regions included), else 0. */
 RECAP_API recap_status_t recap_is_checkpointing(int *checkpointing_p);
 
-/*
- * The plain host: host operations for frameworks whose buffers are raw memory. A plain host
- * allocates host memory (malloc) or device memory of one device (recap_device_alloc) and
- * accounts for it; its buffers are handles over reference-counted storage, so saved inputs and
- * views see a release and a rebuild. Functions receive the data pointer of each buffer.
- * "Needs a gradient" is a flag on the buffer; triggers are called when the host calls
- * recap_plain_buffer_fire; recording is a per-thread flag (on by default); the recompute context
- * only counts passes. Saves keep a reference to the storage (so the caller may free its
- * handle); load and drop are counted, for tests.
- */
-typedef struct recap_plain_host *recap_plain_host_h;
+/* Names before ABI 1.5, which called the engine "the host" (deprecated; existing programs
+ * compile, and the library still exports the old functions for existing binaries). */
+typedef recap_engine_ops_t recap_host_ops_t;
+#define recap_host_ops recap_engine_ops
 
-enum {
-    /* Storage freed (by a release or a buffer's last handle) is kept, not given back, until the
-     * host is destroyed: graphs captured with device buffers may still write to it, as
-     * PyTorch's graph memory pools. */
-    RECAP_PLAIN_KEEP_FREED = 1u << 0,
-    /* Kept storage (implies KEEP_FREED) is handed to the next allocation of exactly its size,
-     * as a CUDA graph's memory pool reuses freed blocks: right when the host's work on these
-     * buffers is ordered on one stream, so a reuse runs after the last use before the free. */
-    RECAP_PLAIN_REUSE_FREED = 1u << 1
-};
-
-typedef struct recap_plain_stats {
-    uint64_t live_bytes;      /* storage allocated and not freed (kept storage not included) */
-    uint64_t peak_bytes;      /* highest live_bytes since creation or reset_peak */
-    uint64_t live_buffers;    /* handles: the host's, recap's and saved ones */
-    uint64_t allocs, frees;   /* storage allocations and frees (kept storage counts as freed) */
-    uint64_t storage_frees;   /* free_storage calls that freed a buffer's storage */
-    uint64_t shares;          /* share_storage calls */
-    uint64_t saves, loads, drops;
-    uint64_t triggers_armed, triggers_fired;
-    uint64_t context_first, context_recompute; /* recompute-context entries per pass */
-    int context_depth;        /* entries not yet exited */
-    int context_pass;         /* the innermost entered pass (-1 outside) */
-    uint64_t held_bytes;      /* storage kept (RECAP_PLAIN_KEEP_FREED) and not live: with
-                               * live_bytes, the memory the host holds */
-} recap_plain_stats_t;
-
-/* device: a CUDA device or RECAP_DEVICE_HOST; flags: RECAP_PLAIN_*. */
-RECAP_API recap_status_t recap_plain_host_create(int device, uint32_t flags,
-                                                 recap_plain_host_h *host_p);
-/* RECAP_ERR_STATE (nothing freed) while buffers are live. */
-RECAP_API recap_status_t recap_plain_host_destroy(recap_plain_host_h host);
-/* The operations; pass the plain host as params.host (region, checkpoint and manager creation
- * with these operations and anything but a live plain host: RECAP_ERR_INVALID_ARG). */
-RECAP_API recap_status_t recap_plain_host_ops(const recap_host_ops_t **ops_p);
-RECAP_API recap_status_t recap_plain_host_stats(recap_plain_host_h host,
-                                                recap_plain_stats_t *stats_p);
-/* Sets peak_bytes to live_bytes. */
-RECAP_API recap_status_t recap_plain_host_reset_peak(recap_plain_host_h host);
-/* The calling thread's recording flag, as the plain set_recording leaves it. */
-RECAP_API recap_status_t recap_plain_is_recording(int *recording_p);
-
-RECAP_API recap_status_t recap_plain_buffer_create(recap_plain_host_h host, size_t bytes,
-                                                   int needs_grad, recap_buffer_t *buf_p);
-/* Frees the handle, and the storage once nothing else (views, saved inputs) uses it. */
-RECAP_API recap_status_t recap_plain_buffer_destroy(recap_buffer_t buf);
-/* The data pointer (host or device memory), NULL while the storage is released. */
-RECAP_API recap_status_t recap_plain_buffer_data(recap_buffer_t buf, void **data_p);
-RECAP_API recap_status_t recap_plain_buffer_bytes(recap_buffer_t buf, size_t *bytes_p);
-RECAP_API recap_status_t recap_plain_buffer_set_needs_grad(recap_buffer_t buf, int needs_grad);
-/* Calls the triggers armed on buf, in the order they were armed; stops at the first error and
- * returns it. */
-RECAP_API recap_status_t recap_plain_buffer_fire(recap_buffer_t buf);
-
-/* ---------------------------------------------------------------- NCCL: distributed saved inputs */
-
-/*
- * recap's own distribute and all_gather for checkpoints with RECAP_CHECKPOINT_DISTRIBUTE, over the
- * host's NCCL communicator (its tensor-parallel group) and CUDA device buffers.
- *
- * NCCL is resolved at run time, never linked: the libnccl.so.2 the process has loaded already
- * (dlopen with RTLD_NOLOAD), so the host's communicator is used by the NCCL that made it, else a
- * plain dlopen("libnccl.so.2"). Without it recap_nccl_ops_create is RECAP_ERR_UNSUPPORTED and the
- * message names libnccl.so.2. A communicator from an NCCL linked statically into the host cannot
- * be used. (RECAP_NCCL_LIB=path loads that library instead: test-only, like RECAP_CUDA_DRIVER.)
- *
- * A recap_nccl object wraps the host: the table recap_nccl_host_ops gives forwards every
- * operation to the host's own table with the host's own pointer, adds distribute and all_gather,
- * and takes over save/load/drop (wrapping the host's saved handles) and free_buffer, so a slice
- * carries what its gather needs (the whole's byte count and form) through the host's saved-buffer
- * mechanism; a host without save/load/drop gets recap's default (the handle is kept) from it.
- * Put that table and pointer in the region params (or a manager) in place of the host's. One
- * object per rank and communicator; its operations may be called from any thread.
- *
- * Slicing: the bytes of a whole of T bytes are split among the n ranks in slices of
- * S = ceil(T / n) rounded up to RECAP_NCCL_SLICE_ALIGN bytes (so slices start on an element of
- * any type and NCCL gets aligned buffers); rank r keeps bytes [r*S, min((r+1)*S, T)) in a buffer
- * of S bytes, the rest of it padding. all_gather runs ncclAllGather of S bytes (ncclUint8) per
- * rank: into the result directly when n*S == T, else into a scratch buffer of n*S bytes whose
- * first T are copied into the result. The result has exactly T bytes (and the whole's form).
- *
- * Ordering: the copies and the collective are enqueued on the object's stream, asynchronously,
- * in order with the host's work there. all_gather is a collective: every rank must call it the
- * same number of times in the same order (back-propagate the same checkpoints in the same order,
- * as tensor-parallel ranks do). Buffers recap frees go back to the host as soon as their work is
- * enqueued: the host's allocator must order their reuse after the stream's work (stream-ordered
- * allocators such as PyTorch's do; the plain host's cuMemFree waits for the device).
- *
- * Errors: an NCCL call that fails is RECAP_ERR_CUDA (RECAP_ERR_INVALID_ARG for NCCL's invalid
- * argument or usage) with the call and ncclGetErrorString's text; a buffer that is not device
- * memory is RECAP_ERR_INVALID_ARG, one on another device than the communicator's
- * RECAP_ERR_WRONG_DEVICE.
- */
-typedef struct recap_nccl *recap_nccl_h;
-
-#define RECAP_NCCL_SLICE_ALIGN 16
-
-/* What recap needs to know of the host's buffers to slice and gather them. `host` is the host's
- * own pointer (recap_nccl_params_t.host). */
-typedef struct recap_nccl_buffer_ops {
-    /* The byte count of a buffer's data and the device pointer to it. Required. */
-    recap_status_t (*bytes)(void *host, recap_buffer_t buf, size_t *bytes_p);
-    recap_status_t (*data)(void *host, recap_buffer_t buf, void **ptr_p);
-    /* A new buffer with storage of `bytes` bytes on like's device, which recap frees with the
-     * host's free_buffer. For a slice (or the gather's scratch) needs_grad is 0 and form NULL;
-     * for the gathered whole like is the slice, needs_grad tells whether the whole needed a
-     * gradient and form is what keep_form kept (the host gives the buffer that shape and type).
-     * Required. */
-    recap_status_t (*alloc)(void *host, recap_buffer_t like, size_t bytes, int needs_grad,
-                            void *form, recap_buffer_t *buf_p);
-    /* Both or none: at distribute, whatever the host needs to give the gathered whole the
-     * original's form (shape, element type); freed with free_form when the slice is dropped.
-     * None: the whole is just T bytes. */
-    recap_status_t (*keep_form)(void *host, recap_buffer_t whole, void **form_p);
-    void (*free_form)(void *host, void *form);
-} recap_nccl_buffer_ops_t;
-
-typedef struct recap_nccl_params {
-    void *comm;                 /* the host's ncclComm_t (not owned) */
-    int rank, nranks;           /* this rank and the group's size: must be NCCL's */
-    recap_stream_t stream;      /* where copies and collectives run (recap_nccl_set_stream) */
-    const recap_host_ops_t *ops; /* the host's own operations and pointer, wrapped */
-    void *host;
-    const recap_nccl_buffer_ops_t *buffers; /* recap_nccl_plain_buffer_ops for a plain host */
-} recap_nccl_params_t;
-
-typedef struct recap_nccl_stats {
-    uint64_t distributes, gathers; /* successful calls */
-    uint64_t padded_gathers;      /* gathers through a scratch buffer (n*S > T) */
-    uint64_t live_slices;         /* slices distributed and not yet dropped or freed */
-    uint64_t live_slice_bytes;    /* their bytes (S each) */
-    uint64_t live_saved;          /* saved handles given out and not dropped */
-    uint64_t staged_copies;       /* copies staged through host memory (a driver without
-                                   * cuMemcpyDtoDAsync: the CUDA test double) */
-} recap_nccl_stats_t;
-
-/* Loads NCCL (see above) and checks params: comm, 0 <= rank < nranks matching NCCL's
- * ncclCommUserRank and ncclCommCount, the host's alloc_like and free_buffer, the buffer ops.
- * Bad params are RECAP_ERR_INVALID_ARG, checked before NCCL is loaded. */
-RECAP_API recap_status_t recap_nccl_ops_create(const recap_nccl_params_t *params,
-                                               recap_nccl_h *nccl_p);
-/* RECAP_ERR_STATE (nothing freed) while checkpoints still hold saved handles or slices. */
-RECAP_API recap_status_t recap_nccl_ops_destroy(recap_nccl_h nccl);
-/* The wrapping table and its host pointer (valid until destroy): use them in place of the
- * host's in recap_region_params_t (with RECAP_CHECKPOINT_DISTRIBUTE) or recap_manager_create. */
-RECAP_API recap_status_t recap_nccl_host_ops(recap_nccl_h nccl, const recap_host_ops_t **ops_p,
-                                             void **host_p);
-/* The stream later copies and collectives run on (the host's current stream may change). */
-RECAP_API recap_status_t recap_nccl_set_stream(recap_nccl_h nccl, recap_stream_t stream);
-RECAP_API recap_status_t recap_nccl_stats(recap_nccl_h nccl, recap_nccl_stats_t *stats_p);
-/* Buffer operations for a plain host of a CUDA device (params.host is the recap_plain_host_h). */
-RECAP_API recap_status_t recap_nccl_plain_buffer_ops(const recap_nccl_buffer_ops_t **ops_p);
-/* NCCL_VERSION_CODE of the NCCL recap uses (loading it); RECAP_ERR_UNSUPPORTED without one. */
-RECAP_API recap_status_t recap_nccl_version(int *version_p);
+/* The add-ons, each beside the core it builds on: recap-probe's checks, the plain engine
+ * (regions over raw memory), and checkpoint inputs distributed over NCCL. */
+#include "recap/probe.h"
+#include "recap/plain.h"
+#include "recap/nccl.h"
 
 #ifdef __cplusplus
 }

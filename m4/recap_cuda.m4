@@ -16,8 +16,21 @@ AC_DEFUN([RECAP_CHECK_CUDA], [
   ])
   CUDA_HOME=$with_cuda
   CUDA_CPPFLAGS="-I$CUDA_HOME/include"
-  CUDA_LIBDIR="$CUDA_HOME/lib64"
-  AS_IF([test -d "$CUDA_HOME/targets/x86_64-linux/lib"], [CUDA_LIBDIR="$CUDA_HOME/targets/x86_64-linux/lib"])
+  # The toolkit's library folder (for the tests' cuRAND reference): the target folder of this
+  # host (targets/x86_64-linux, targets/sbsa-linux on Arm servers, targets/aarch64-linux on
+  # Jetson), else lib64 or lib, whichever holds the CUDA libraries.
+  AC_REQUIRE([AC_CANONICAL_HOST])
+  AC_MSG_CHECKING([for the CUDA library folder])
+  CUDA_LIBDIR=
+  AS_CASE([$host_cpu], [aarch64], [recap_cuda_target="sbsa-linux aarch64-linux"],
+          [recap_cuda_target="$host_cpu-linux"])
+  for recap_dir in `for t in $recap_cuda_target; do echo "$CUDA_HOME/targets/$t/lib"; done` \
+                   "$CUDA_HOME/lib64" "$CUDA_HOME/lib"; do
+    AS_IF([test -z "$CUDA_LIBDIR" && ls "$recap_dir"/libcudart.so* "$recap_dir"/libcurand.so* \
+           >/dev/null 2>&1], [CUDA_LIBDIR=$recap_dir])
+  done
+  AS_IF([test -z "$CUDA_LIBDIR"], [CUDA_LIBDIR="$CUDA_HOME/lib64"
+    AC_MSG_RESULT([none found, assuming $CUDA_LIBDIR])], [AC_MSG_RESULT([$CUDA_LIBDIR])])
   CUDA_LDFLAGS="-L$CUDA_LIBDIR"
 
   recap_save_CPPFLAGS=$CPPFLAGS
@@ -58,16 +71,18 @@ AC_DEFUN([RECAP_CHECK_CUDA], [
   AS_IF([test "x$have_nvtx3" = xyes], [AC_DEFINE([HAVE_NVTX3], [1], [NVTX3 headers present])])
   AM_CONDITIONAL([HAVE_NVTX3], [test "x$have_nvtx3" = xyes])
 
-  # cuRAND is only a reference for the tests (its host generator runs without a GPU).
+  # cuRAND is only a reference for the tests (its host generator runs without a GPU): the
+  # library builds without it, make check does not.
   recap_save_LDFLAGS=$LDFLAGS
   LDFLAGS="$LDFLAGS $CUDA_LDFLAGS"
   AC_CHECK_LIB([curand], [curandCreateGeneratorHost], [have_curand=yes], [have_curand=no])
   LDFLAGS=$recap_save_LDFLAGS
+  AS_IF([test "x$have_curand" != xyes],
+    [AC_MSG_WARN([cuRAND not found under $CUDA_LIBDIR: make check will fail (its tests compare against it)])])
 
   AC_SUBST([CUDA_HOME])
   AC_SUBST([CUDA_CPPFLAGS])
   AC_SUBST([CUDA_LDFLAGS])
   AC_SUBST([CUDA_LIBDIR])
   AC_SUBST([NVCC_GENCODE_SUMMARY])
-  AM_CONDITIONAL([HAVE_CURAND], [test "x$have_curand" = xyes])
 ])

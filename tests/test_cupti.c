@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The CUPTI front end (hooks/cupti.c) without a GPU: recap subscribes to a fake libcupti
- * (tests/fake_cupti.c, found through RECAP_CUPTI_PATH) and each test plays what the real CUPTI
+ * (tests/double/fake_cupti.c, found through RECAP_CUPTI_PATH) and each test plays what the real CUPTI
  * reports around a host's driver call on the CUDA test double: the API entry callback, the
  * resource domain's callbacks, the real call, the API exit callback with the call's result.
  * Needs the double (fault injection); against a real driver the suite is skipped.

@@ -208,11 +208,11 @@ END_TEST
 
 START_TEST(plain_host_destroyed_twice_is_an_invalid_argument)
 {
-    recap_plain_host_h h;
+    recap_plain_engine_h h;
 
-    ck_assert_ok(recap_plain_host_create(RECAP_DEVICE_HOST, 0, &h));
-    ck_assert_ok(recap_plain_host_destroy(h));
-    ck_assert_status(recap_plain_host_destroy(h), RECAP_ERR_INVALID_ARG);
+    ck_assert_ok(recap_plain_engine_create(RECAP_DEVICE_HOST, 0, &h));
+    ck_assert_ok(recap_plain_engine_destroy(h));
+    ck_assert_status(recap_plain_engine_destroy(h), RECAP_ERR_INVALID_ARG);
     assert_not_live();
 }
 END_TEST
@@ -220,27 +220,27 @@ END_TEST
 START_TEST(forged_plain_host_is_an_invalid_argument)
 {
     uint64_t buf[FORGED_BYTES / sizeof(uint64_t)];
-    recap_plain_host_h h = forged(_i, buf);
+    recap_plain_engine_h h = forged(_i, buf);
     recap_plain_stats_t stats;
     recap_buffer_t b = NULL;
 
-    ck_assert_status(recap_plain_host_stats(h, &stats), RECAP_ERR_INVALID_ARG);
+    ck_assert_status(recap_plain_engine_stats(h, &stats), RECAP_ERR_INVALID_ARG);
     assert_not_live();
-    ck_assert_status(recap_plain_host_reset_peak(h), RECAP_ERR_INVALID_ARG);
+    ck_assert_status(recap_plain_engine_reset_peak(h), RECAP_ERR_INVALID_ARG);
     ck_assert_status(recap_plain_buffer_create(h, 16, 0, &b), RECAP_ERR_INVALID_ARG);
     ck_assert_ptr_null(b);
-    ck_assert_status(recap_plain_host_destroy(h), RECAP_ERR_INVALID_ARG);
+    ck_assert_status(recap_plain_engine_destroy(h), RECAP_ERR_INVALID_ARG);
     assert_not_live();
 }
 END_TEST
 
-/* Regions, managers and checkpoints over a plain host. */
-static void plain_params(recap_plain_host_h *h, recap_region_params_t *p)
+/* Regions, managers and checkpoints over a plain engine. */
+static void plain_params(recap_plain_engine_h *h, recap_region_params_t *p)
 {
-    const recap_host_ops_t *ops;
+    const recap_engine_ops_t *ops;
 
-    ck_assert_ok(recap_plain_host_create(RECAP_DEVICE_HOST, 0, h));
-    ck_assert_ok(recap_plain_host_ops(&ops));
+    ck_assert_ok(recap_plain_engine_create(RECAP_DEVICE_HOST, 0, h));
+    ck_assert_ok(recap_plain_engine_ops(&ops));
     memset(p, 0, sizeof(*p));
     p->ops = ops;
     p->host = *h;
@@ -258,7 +258,7 @@ START_TEST(region_manager_checkpoint_destroyed_twice_are_invalid_arguments)
 {
     static const recap_type_t t[] = {RECAP_TYPE_BUFFER, RECAP_TYPE_BUFFER_OUT, RECAP_TYPE_UINT64};
     recap_region_params_t p;
-    recap_plain_host_h h;
+    recap_plain_engine_h h;
     recap_region_h r;
     recap_manager_h m;
     recap_checkpoint_h c;
@@ -291,7 +291,7 @@ START_TEST(region_manager_checkpoint_destroyed_twice_are_invalid_arguments)
     ck_assert_ok(recap_plain_buffer_destroy(v[0].buf));
     ck_assert_ok(recap_plain_buffer_destroy(v[1].buf));
     ck_assert_ok(recap_signature_destroy(sig));
-    ck_assert_ok(recap_plain_host_destroy(h));
+    ck_assert_ok(recap_plain_engine_destroy(h));
 }
 END_TEST
 

@@ -1,11 +1,11 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * Distributed checkpoint inputs over NCCL, in CI: tests/fake_nccl.c stands in for libnccl.so.2
+ * Distributed checkpoint inputs over NCCL, in CI: tests/double/fake_nccl.c stands in for libnccl.so.2
  * (RECAP_NCCL_LIB) with communicators whose ranks are threads of this process, and the CUDA test
  * double provides the devices (rank r on device r % 2). What is proved: loading and argument
  * errors; slices pad and gather back to exactly the whole's bytes for every size and group; a
- * checkpoint with a distributed input keeps only this rank's slice (the plain host's live bytes)
- * and recomputes bit for bit what the undistributed checkpoint does; hosts without save; NCCL
+ * checkpoint with a distributed input keeps only this rank's slice (the plain engine's live bytes)
+ * and recomputes bit for bit what the undistributed checkpoint does; engines without save; NCCL
  * failures. The real thing on two GPUs is tests/gpu/nccl_two_ranks.cu.
  *
  * The data checks read device memory directly, which only the double allows: against a real
@@ -73,10 +73,10 @@ static int on_double(void)
 typedef struct rank {
     int rank, nranks, device;
     void *comm;
-    recap_plain_host_h host;
-    const recap_host_ops_t *plain_ops;
+    recap_plain_engine_h engine;
+    const recap_engine_ops_t *plain_ops;
     recap_nccl_h nccl;
-    const recap_host_ops_t *ops; /* the wrapper's */
+    const recap_engine_ops_t *ops; /* the wrapper's */
     void *whost;
     recap_stream_t stream;
     /* per test */
@@ -88,7 +88,7 @@ typedef struct rank {
     void (*body)(struct rank *);
 } rank_t;
 
-static void ranks_init(rank_t *rk, int nranks, const recap_host_ops_t *host_ops)
+static void ranks_init(rank_t *rk, int nranks, const recap_engine_ops_t *host_ops)
 {
     const recap_nccl_buffer_ops_t *bops;
     void *comms[MAX_RANKS];
@@ -106,14 +106,14 @@ static void ranks_init(rank_t *rk, int nranks, const recap_host_ops_t *host_ops)
         rk[r].nranks = nranks;
         rk[r].device = devices[r];
         rk[r].comm = comms[r];
-        ck_assert_ok(recap_plain_host_create(devices[r], 0, &rk[r].host));
-        ck_assert_ok(recap_plain_host_ops(&rk[r].plain_ops));
+        ck_assert_ok(recap_plain_engine_create(devices[r], 0, &rk[r].engine));
+        ck_assert_ok(recap_plain_engine_ops(&rk[r].plain_ops));
         ck_assert_ok(recap_stream_create(devices[r], &rk[r].stream));
         p = (recap_nccl_params_t){comms[r], r, nranks, rk[r].stream,
-                                  host_ops != NULL ? host_ops : rk[r].plain_ops, rk[r].host,
+                                  host_ops != NULL ? host_ops : rk[r].plain_ops, rk[r].engine,
                                   bops};
         ck_assert_ok(recap_nccl_ops_create(&p, &rk[r].nccl));
-        ck_assert_ok(recap_nccl_host_ops(rk[r].nccl, &rk[r].ops, &rk[r].whost));
+        ck_assert_ok(recap_nccl_engine_ops(rk[r].nccl, &rk[r].ops, &rk[r].whost));
         ck_assert_ptr_eq(rk[r].whost, rk[r].nccl);
     }
 }
@@ -122,7 +122,7 @@ static recap_plain_stats_t pstats(rank_t *rk)
 {
     recap_plain_stats_t s;
 
-    ck_assert_ok(recap_plain_host_stats(rk->host, &s));
+    ck_assert_ok(recap_plain_engine_stats(rk->engine, &s));
     return s;
 }
 
@@ -147,7 +147,7 @@ static void ranks_free(rank_t *rk, int nranks)
         ck_assert_uint_eq(pstats(&rk[r]).live_buffers, 0);
         ck_assert_ok(recap_nccl_ops_destroy(rk[r].nccl));
         ck_assert_ok(recap_stream_destroy(rk[r].stream));
-        ck_assert_ok(recap_plain_host_destroy(rk[r].host));
+        ck_assert_ok(recap_plain_engine_destroy(rk[r].engine));
         fake_comm_destroy(rk[r].comm);
     }
 }
@@ -187,7 +187,7 @@ static recap_buffer_t dev_buffer(rank_t *rk, size_t bytes, int needs_grad, const
     recap_buffer_t b;
     void *d;
 
-    ck_assert_ok(recap_plain_buffer_create(rk->host, bytes, needs_grad, &b));
+    ck_assert_ok(recap_plain_buffer_create(rk->engine, bytes, needs_grad, &b));
     ck_assert_ok(recap_plain_buffer_data(b, &d));
     if (init != NULL)
         ck_assert_ok(recap_memcpy_to_device(rk->device, d, init, bytes));
@@ -216,20 +216,20 @@ static size_t buffer_bytes(recap_buffer_t b)
 
 /* ---------------------------------------------------------------- loading and arguments */
 
-static void free_form_stub(void *host, void *form)
+static void free_form_stub(void *engine, void *form)
 {
 }
 
 START_TEST(missing_nccl_is_unsupported_and_named)
 {
     const recap_nccl_buffer_ops_t *bops;
-    const recap_host_ops_t *ops;
+    const recap_engine_ops_t *ops;
     recap_nccl_params_t p;
     recap_nccl_h w = NULL;
     int dummy, v;
 
     setenv("RECAP_NCCL_LIB", "/nonexistent", 1);
-    ck_assert_ok(recap_plain_host_ops(&ops));
+    ck_assert_ok(recap_plain_engine_ops(&ops));
     ck_assert_ok(recap_nccl_plain_buffer_ops(&bops));
     p = (recap_nccl_params_t){&dummy, 0, 2, NULL, ops, NULL, bops};
     ck_assert_status(recap_nccl_ops_create(&p, &w), RECAP_ERR_UNSUPPORTED);
@@ -247,9 +247,9 @@ END_TEST
 START_TEST(bad_arguments_are_refused)
 {
     const recap_nccl_buffer_ops_t *bops;
-    const recap_host_ops_t *ops;
+    const recap_engine_ops_t *ops;
     recap_nccl_buffer_ops_t bad_bops;
-    recap_host_ops_t bad_ops;
+    recap_engine_ops_t bad_ops;
     recap_nccl_params_t good, p;
     recap_nccl_h w = NULL;
     void *comms[2];
@@ -260,7 +260,7 @@ START_TEST(bad_arguments_are_refused)
     ck_assert_ok(recap_nccl_version(&v));
     ck_assert_int_eq(v, 22800);
     ck_assert_int_eq(fake_group_create(2, devices, comms), 0);
-    ck_assert_ok(recap_plain_host_ops(&ops));
+    ck_assert_ok(recap_plain_engine_ops(&ops));
     ck_assert_ok(recap_nccl_plain_buffer_ops(&bops));
     good = (recap_nccl_params_t){comms[1], 1, 2, NULL, ops, NULL, bops};
     ck_assert_status(recap_nccl_ops_create(NULL, &w), RECAP_ERR_INVALID_ARG);
@@ -298,7 +298,7 @@ START_TEST(bad_arguments_are_refused)
     ck_assert_ptr_nonnull(strstr(recap_last_error(), "ncclCommCount"));
     ck_assert_ptr_null(w);
     ck_assert_ok(recap_nccl_ops_create(&good, &w));
-    ck_assert_status(recap_nccl_host_ops(w, NULL, NULL), RECAP_ERR_INVALID_ARG);
+    ck_assert_status(recap_nccl_engine_ops(w, NULL, NULL), RECAP_ERR_INVALID_ARG);
     ck_assert_status(recap_nccl_stats(NULL, NULL), RECAP_ERR_INVALID_ARG);
     ck_assert_status(recap_nccl_set_stream(NULL, NULL), RECAP_ERR_INVALID_ARG);
     ck_assert_ok(recap_nccl_set_stream(w, NULL));
@@ -380,7 +380,7 @@ END_TEST
 START_TEST(foreign_and_misplaced_buffers_are_refused)
 {
     rank_t rk[1];
-    recap_plain_host_h other, mem;
+    recap_plain_engine_h other, mem;
     recap_buffer_t x, y, slice, full = NULL;
     unsigned char bytes[64] = {1, 2, 3};
 
@@ -392,18 +392,18 @@ START_TEST(foreign_and_misplaced_buffers_are_refused)
     ck_assert_ptr_nonnull(strstr(recap_last_error(), "not a slice"));
     ck_assert_status(rk->ops->distribute(rk->whost, NULL, &slice), RECAP_ERR_INVALID_ARG);
     /* Host memory, and memory of another device than the communicator's: the wrapper's host
-     * pointer stays the plain host, so buffers of other hosts reach it only by mistake. */
-    ck_assert_ok(recap_plain_host_create(RECAP_DEVICE_HOST, 0, &mem));
+     * pointer stays the plain engine, so buffers of other engines reach it only by mistake. */
+    ck_assert_ok(recap_plain_engine_create(RECAP_DEVICE_HOST, 0, &mem));
     ck_assert_ok(recap_plain_buffer_create(mem, 64, 1, &y));
     ck_assert_status(rk->ops->distribute(rk->whost, y, &slice), RECAP_ERR_INVALID_ARG);
     ck_assert_ptr_nonnull(strstr(recap_last_error(), "not CUDA device memory"));
     ck_assert_ok(recap_plain_buffer_destroy(y));
-    ck_assert_ok(recap_plain_host_destroy(mem));
-    ck_assert_ok(recap_plain_host_create(1, 0, &other));
+    ck_assert_ok(recap_plain_engine_destroy(mem));
+    ck_assert_ok(recap_plain_engine_create(1, 0, &other));
     ck_assert_ok(recap_plain_buffer_create(other, 64, 1, &y));
     ck_assert_status(rk->ops->distribute(rk->whost, y, &slice), RECAP_ERR_WRONG_DEVICE);
     ck_assert_ok(recap_plain_buffer_destroy(y));
-    ck_assert_ok(recap_plain_host_destroy(other));
+    ck_assert_ok(recap_plain_engine_destroy(other));
     ck_assert_uint_eq(pstats(rk).live_bytes, sizeof(bytes)); /* nothing left behind */
     /* A slice held (here, not freed) keeps the wrapper alive. */
     ck_assert_ok(rk->ops->distribute(rk->whost, x, &slice));
@@ -418,7 +418,7 @@ END_TEST
 
 static int64_t seed_base;
 
-/* Megatron's per-rank seeding on a host tracker: this rank's tensor-parallel rank. */
+/* Megatron's per-rank seeding on an engine tracker: this rank's tensor-parallel rank. */
 static void rank_rig(rank_t *rk, rr_rig_t *rig)
 {
     recap_parallel_ranks_t ranks = {rk->rank, rk->nranks, 0, 1, 0, 1, 0, 1, 0, 1};
@@ -427,8 +427,8 @@ static void rank_rig(rank_t *rk, rr_rig_t *rig)
     ck_assert_ok(recap_tracker_seed_parallel(rig->tracker, seed_base, &ranks));
 }
 
-/* One checkpointed dropout layer on x (n floats): the forward's output, what the host keeps
- * across the forward (live bytes beyond the output once the host dropped x) and the backward's
+/* One checkpointed dropout layer on x (n floats): the forward's output, what the engine keeps
+ * across the forward (live bytes beyond the output once the engine dropped x) and the backward's
  * recomputed output. */
 static void one_checkpoint(rank_t *rk, rr_rig_t *rig, int distribute, float **fwd_p,
                            uint64_t *stash_p, float **out_p)
@@ -442,14 +442,14 @@ static void one_checkpoint(rank_t *rk, rr_rig_t *rig, int distribute, float **fw
     uint64_t before = pstats(rk).live_bytes;
 
     p.ops = distribute ? rk->ops : rk->plain_ops;
-    p.host = distribute ? rk->whost : (void *)rk->host;
+    p.host = distribute ? rk->whost : (void *)rk->engine;
     p.flags = distribute ? RECAP_CHECKPOINT_DISTRIBUTE : 0;
     x = dev_buffer(rk, bytes, 1, rk->input);
     y = dev_buffer(rk, bytes, 0, NULL);
     rr_dropout_args(v, x, y, rk->n, 1.25f, 0.125f, rig->tracker);
     ck_assert_ok(recap_checkpoint_run(&p, sig, (recap_func_t)rr_dropout_fn, v, 6, &ck));
     *fwd_p = dev_copy(rk, y, bytes);
-    ck_assert_ok(recap_plain_buffer_destroy(x)); /* the host drops its whole input */
+    ck_assert_ok(recap_plain_buffer_destroy(x)); /* the engine drops its whole input */
     *stash_p = pstats(rk).live_bytes - before - bytes;
     ck_assert_ok(recap_checkpoint_backward(ck, &out, 1));
     ck_assert_uint_eq(buffer_bytes(out), bytes);
@@ -601,8 +601,8 @@ static void nosave_body(rank_t *rk)
 
 START_TEST(a_host_without_save_keeps_the_slice_until_the_drop)
 {
-    const recap_host_ops_t *plain;
-    recap_host_ops_t ops;
+    const recap_engine_ops_t *plain;
+    recap_engine_ops_t ops;
     rank_t rk[2];
     float x[1001];
     int r;
@@ -612,7 +612,7 @@ START_TEST(a_host_without_save_keeps_the_slice_until_the_drop)
     seed_base = 77;
     for (r = 0; r < 1001; r++)
         x[r] = (float)r / 7.0f;
-    ck_assert_ok(recap_plain_host_ops(&plain));
+    ck_assert_ok(recap_plain_engine_ops(&plain));
     ops = *plain;
     ops.save = NULL;
     ops.load = NULL;

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * recap's NVTX ranges, seen by a tool attached as Nsight Systems attaches: a fake NVTX tool
- * (tests/fake_nvtx.c) named by NVTX_INJECTION64_PATH before recap's first NVTX call. Priming
+ * (tests/double/fake_nvtx.c) named by NVTX_INJECTION64_PATH before recap's first NVTX call. Priming
  * before a capture, each launch of a graph drawing random numbers (and its slot write), region
  * release and rebuild, and a checkpoint's recompute each push a range in the "recap" domain and
  * pop it; a graph without random numbers pushes none. Built only with the NVTX3 headers.

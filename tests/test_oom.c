@@ -40,7 +40,7 @@ static int from_recap(void *ret)
 }
 
 /* Default visibility: the tests build with hidden visibility, and librecap must find it. */
-__attribute__((visibility("default"))) void *calloc(size_t n, size_t size)
+RECAP_API void *calloc(size_t n, size_t size)
 {
     if (__atomic_load_n(&fail_recap, __ATOMIC_RELAXED) &&
         from_recap(__builtin_return_address(0))) {

@@ -3,24 +3,17 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "rng/philox_kat.h"
 #include "testutil.h"
 
 START_TEST(philox_matches_random123_known_answers)
 {
-    /* Random123 kat_vectors: counter, key, expected output. */
-    static const uint32_t kat[3][10] = {
-        {0, 0, 0, 0, 0, 0, 0x6627e8d5, 0xe169c58d, 0xbc57ac4c, 0x9b00dbd8},
-        {0xffffffff, 0xffffffff, 0xffffffff, 0xffffffff, 0xffffffff, 0xffffffff, 0x408f276d,
-         0x41c83b0e, 0xa20bc7c6, 0x6d5451fd},
-        {0x243f6a88, 0x85a308d3, 0x13198a2e, 0x03707344, 0xa4093822, 0x299f31d0, 0xd16cfe09,
-         0x94fdcceb, 0x5001e420, 0x24126ea1},
-    };
     int i;
 
-    for (i = 0; i < 3; i++) {
+    for (i = 0; i < RECAP__PHILOX_KAT_COUNT; i++) {
         uint32_t out[4];
-        recap_philox4x32_10(&kat[i][0], &kat[i][4], out);
-        ck_assert_mem_eq(out, &kat[i][6], sizeof(out));
+        recap_philox4x32_10(&recap__philox_kat[i][0], &recap__philox_kat[i][4], out);
+        ck_assert_mem_eq(out, &recap__philox_kat[i][6], sizeof(out));
     }
 }
 END_TEST

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* Regions without output on plain host buffers: the lifecycle, release and rebuild, triggers,
+/* Regions without output on plain engine buffers: the lifecycle, release and rebuild, triggers,
  * stashed inputs, the recompute context, aliasing and the plain-call case. */
 #include "config.h"
 
@@ -15,7 +15,7 @@ typedef struct {
 
 static seen_t seen[8];
 static int nseen;
-static recap_plain_host_h probe_host;
+static recap_plain_engine_h probe_host;
 
 /* y = 2x + 1, noting the conditions of the run. */
 static void probe_fn(const float *x, float *y, uint64_t n)
@@ -26,7 +26,7 @@ static void probe_fn(const float *x, float *y, uint64_t n)
     if (nseen < 8) {
         recap_plain_is_recording(&seen[nseen].recording);
         recap_is_checkpointing(&seen[nseen].checkpointing);
-        recap_plain_host_stats(probe_host, &s);
+        recap_plain_engine_stats(probe_host, &s);
         seen[nseen].ctx_depth = s.context_depth;
         seen[nseen].ctx_pass = s.context_pass;
     }
@@ -57,7 +57,7 @@ typedef struct {
 static void probe_init(probe_t *p, uint32_t flags, int x_needs_grad)
 {
     rr_rig_init(&p->rig, 0, 1 + (int64_t)tu_rand_below(1u << 30));
-    probe_host = p->rig.host;
+    probe_host = p->rig.engine;
     nseen = 0;
     p->n = 1 + tu_rand_below(5000);
     p->sig = probe_sig();
@@ -162,7 +162,7 @@ START_TEST(lifecycle_calls_from_inside_the_function_are_refused)
 }
 END_TEST
 
-/* recap's plain host operations with a host that is not a live plain host (NULL, or one
+/* recap's plain engine operations with an engine that is not a live plain engine (NULL, or one
  * destroyed) are refused at creation: every operation would dereference it (issue 20, defect 8:
  * accepted, then record crashed). */
 START_TEST(plain_host_operations_need_a_live_plain_host)
@@ -171,13 +171,13 @@ START_TEST(plain_host_operations_need_a_live_plain_host)
     recap_region_params_t p;
     recap_region_h r = NULL;
     recap_manager_h m = NULL;
-    recap_plain_host_h gone;
+    recap_plain_engine_h gone;
 
     rr_rig_init(&rig, 0, 7);
     p = rig.params;
     p.host = NULL;
     ck_assert_status(recap_region_create(&p, &r), RECAP_ERR_INVALID_ARG);
-    ck_assert_ptr_nonnull(strstr(recap_last_error(), "plain host"));
+    ck_assert_ptr_nonnull(strstr(recap_last_error(), "plain engine"));
     ck_assert_ptr_null(r);
     ck_assert_status(recap_manager_create(rig.ops, NULL, &m), RECAP_ERR_INVALID_ARG);
     ck_assert_ptr_null(m);
@@ -192,22 +192,22 @@ START_TEST(plain_host_operations_need_a_live_plain_host)
         nseen = 0;
         ck_assert_status(recap_checkpoint_run(&p, sig, (recap_func_t)probe_fn, v, 3, &c),
                          RECAP_ERR_INVALID_ARG);
-        ck_assert_ptr_nonnull(strstr(recap_last_error(), "plain host"));
+        ck_assert_ptr_nonnull(strstr(recap_last_error(), "plain engine"));
         ck_assert_ptr_null(c);
         ck_assert_int_eq(nseen, 0);
         ck_assert_ok(recap_plain_buffer_destroy(v[0].buf));
         ck_assert_ok(recap_plain_buffer_destroy(v[1].buf));
         ck_assert_ok(recap_signature_destroy(sig));
     }
-    ck_assert_ok(recap_plain_host_create(RECAP_DEVICE_HOST, 0, &gone));
-    ck_assert_ok(recap_plain_host_destroy(gone));
+    ck_assert_ok(recap_plain_engine_create(RECAP_DEVICE_HOST, 0, &gone));
+    ck_assert_ok(recap_plain_engine_destroy(gone));
     p.host = gone;
     ck_assert_status(recap_region_create(&p, &r), RECAP_ERR_INVALID_ARG);
     ck_assert_status(recap_manager_create(rig.ops, gone, &m), RECAP_ERR_INVALID_ARG);
     /* The live host works. */
     ck_assert_ok(recap_region_create(&rig.params, &r));
     ck_assert_ok(recap_region_destroy(r));
-    ck_assert_ok(recap_manager_create(rig.ops, rig.host, &m));
+    ck_assert_ok(recap_manager_create(rig.ops, rig.engine, &m));
     ck_assert_ok(recap_manager_destroy(m));
     rr_rig_free(&rig);
 }
@@ -226,7 +226,7 @@ START_TEST(record_runs_once_without_recording_and_stashes_inputs)
     ck_assert_int_eq(seen[0].ctx_depth, 1);
     ck_assert_int_eq(seen[0].ctx_pass, RECAP_PASS_FIRST);
     ck_assert_ok(recap_plain_is_recording(&flag));
-    ck_assert_int_eq(flag, 1); /* the host's mode is back */
+    ck_assert_int_eq(flag, 1); /* the engine's mode is back */
     ck_assert_ok(recap_is_checkpointing(&flag));
     ck_assert_int_eq(flag, 0);
     assert_probe_output(&p);
@@ -256,7 +256,7 @@ START_TEST(release_frees_output_storage_and_keeps_the_handle)
     ck_assert_uint_eq(bytes, p.n * sizeof(float));
     ck_assert_uint_eq(before.live_bytes - after.live_bytes, p.n * sizeof(float));
     ck_assert_uint_eq(after.storage_frees, 1);
-    ck_assert_ptr_nonnull(rr_data(p.x)); /* the input is the host's */
+    ck_assert_ptr_nonnull(rr_data(p.x)); /* the input is the engine's */
     probe_free(&p);
 }
 END_TEST
@@ -373,7 +373,7 @@ END_TEST
 START_TEST(a_host_without_triggers_is_rebuilt_explicitly)
 {
     probe_t p;
-    recap_host_ops_t ops;
+    recap_engine_ops_t ops;
     recap_buffer_t trig;
 
     probe_init(&p, 0, 1);
@@ -447,7 +447,7 @@ START_TEST(destroy_without_rebuild_frees_everything)
     probe_init(&p, 0, 1);
     probe_record(&p);
     ck_assert_ok(recap_region_release(p.r, NULL));
-    /* The host lets go of its input: the stash still holds its storage. */
+    /* The engine lets go of its input: the stash still holds its storage. */
     ck_assert_ok(recap_plain_buffer_destroy(p.x));
     s = rr_stats(&p.rig);
     ck_assert_uint_eq(s.live_bytes, p.n * sizeof(float));
@@ -479,7 +479,7 @@ START_TEST(a_region_without_gradient_is_a_plain_call)
     probe_record(&p);
     ck_assert_ok(recap_region_is_plain(p.r, &plain));
     ck_assert_int_eq(plain, 1);
-    ck_assert_int_eq(seen[0].recording, 1); /* the host's mode, untouched */
+    ck_assert_int_eq(seen[0].recording, 1); /* the engine's mode, untouched */
     ck_assert_ok(recap_region_release(p.r, p.y));
     assert_probe_output(&p); /* nothing released */
     ck_assert_ok(recap_region_rebuild(p.r));
@@ -631,24 +631,24 @@ START_TEST(without_retain_an_aliasing_output_is_released_with_its_input)
 END_TEST
 
 /* A host whose alloc_like fails on demand. */
-static recap_host_ops_t failing_ops;
+static recap_engine_ops_t failing_ops;
 static int fail_alloc;
-static recap_status_t failing_alloc_like(void *host, recap_buffer_t like, recap_buffer_t *buf_p)
+static recap_status_t failing_alloc_like(void *engine, recap_buffer_t like, recap_buffer_t *buf_p)
 {
-    const recap_host_ops_t *plain;
+    const recap_engine_ops_t *plain;
 
     if (fail_alloc)
         return RECAP_ERR_NO_MEMORY;
-    recap_plain_host_ops(&plain);
-    return plain->alloc_like(host, like, buf_p);
+    recap_plain_engine_ops(&plain);
+    return plain->alloc_like(engine, like, buf_p);
 }
 
 START_TEST(a_failing_host_operation_leaves_the_region_released_for_a_retry)
 {
     probe_t p;
-    const recap_host_ops_t *plain;
+    const recap_engine_ops_t *plain;
 
-    ck_assert_ok(recap_plain_host_ops(&plain));
+    ck_assert_ok(recap_plain_engine_ops(&plain));
     failing_ops = *plain;
     failing_ops.alloc_like = failing_alloc_like;
     probe_init(&p, 0, 1);
@@ -670,23 +670,23 @@ START_TEST(a_failing_host_operation_leaves_the_region_released_for_a_retry)
 }
 END_TEST
 
-/* The plain host's pool: kept storage goes to the next allocation of exactly its size, every
+/* The plain engine's pool: kept storage goes to the next allocation of exactly its size, every
  * other size gets new memory, and the held bytes account for what is kept. */
 START_TEST(reuse_freed_hands_kept_storage_to_the_next_allocation_of_its_size)
 {
-    recap_plain_host_h keep, reuse;
+    recap_plain_engine_h keep, reuse;
     recap_buffer_t a, b, c, d;
     recap_plain_stats_t st;
     size_t n = 1 + tu_rand_below(1 << 16);
     void *pa, *pb, *pc, *pd;
 
-    ck_assert_status(recap_plain_host_create(RECAP_DEVICE_HOST, 1u << 5, &reuse),
+    ck_assert_status(recap_plain_engine_create(RECAP_DEVICE_HOST, 1u << 5, &reuse),
                      RECAP_ERR_INVALID_ARG);
-    ck_assert_ok(recap_plain_host_create(RECAP_DEVICE_HOST, RECAP_PLAIN_REUSE_FREED, &reuse));
+    ck_assert_ok(recap_plain_engine_create(RECAP_DEVICE_HOST, RECAP_PLAIN_REUSE_FREED, &reuse));
     ck_assert_ok(recap_plain_buffer_create(reuse, n, 1, &a));
     ck_assert_ok(recap_plain_buffer_data(a, &pa));
     ck_assert_ok(recap_plain_buffer_destroy(a));
-    ck_assert_ok(recap_plain_host_stats(reuse, &st));
+    ck_assert_ok(recap_plain_engine_stats(reuse, &st));
     ck_assert_uint_eq(st.live_bytes, 0);
     ck_assert_uint_eq(st.held_bytes, n);
     ck_assert_ok(recap_plain_buffer_create(reuse, n + 1, 1, &c)); /* another size: new memory */
@@ -695,28 +695,28 @@ START_TEST(reuse_freed_hands_kept_storage_to_the_next_allocation_of_its_size)
     ck_assert_ok(recap_plain_buffer_create(reuse, n, 1, &b));
     ck_assert_ok(recap_plain_buffer_data(b, &pb));
     ck_assert_ptr_eq(pb, pa);
-    ck_assert_ok(recap_plain_host_stats(reuse, &st));
+    ck_assert_ok(recap_plain_engine_stats(reuse, &st));
     ck_assert_uint_eq(st.live_bytes, 2 * n + 1);
     ck_assert_uint_eq(st.held_bytes, 0);
     ck_assert_uint_eq(st.allocs, 3);
     ck_assert_ok(recap_plain_buffer_destroy(b));
     ck_assert_ok(recap_plain_buffer_destroy(c));
-    ck_assert_ok(recap_plain_host_stats(reuse, &st));
+    ck_assert_ok(recap_plain_engine_stats(reuse, &st));
     ck_assert_uint_eq(st.held_bytes, 2 * n + 1);
-    ck_assert_ok(recap_plain_host_destroy(reuse)); /* gives the kept memory back (valgrind) */
+    ck_assert_ok(recap_plain_engine_destroy(reuse)); /* gives the kept memory back (valgrind) */
 
-    ck_assert_ok(recap_plain_host_create(RECAP_DEVICE_HOST, RECAP_PLAIN_KEEP_FREED, &keep));
+    ck_assert_ok(recap_plain_engine_create(RECAP_DEVICE_HOST, RECAP_PLAIN_KEEP_FREED, &keep));
     ck_assert_ok(recap_plain_buffer_create(keep, n, 1, &a));
     ck_assert_ok(recap_plain_buffer_data(a, &pa));
     ck_assert_ok(recap_plain_buffer_destroy(a));
     ck_assert_ok(recap_plain_buffer_create(keep, n, 1, &d)); /* kept, never reused */
     ck_assert_ok(recap_plain_buffer_data(d, &pd));
     ck_assert_ptr_ne(pd, pa);
-    ck_assert_ok(recap_plain_host_stats(keep, &st));
+    ck_assert_ok(recap_plain_engine_stats(keep, &st));
     ck_assert_uint_eq(st.held_bytes, n);
     ck_assert_uint_eq(st.live_bytes, n);
     ck_assert_ok(recap_plain_buffer_destroy(d));
-    ck_assert_ok(recap_plain_host_destroy(keep));
+    ck_assert_ok(recap_plain_engine_destroy(keep));
 }
 END_TEST
 
@@ -724,7 +724,7 @@ START_TEST(bad_arguments_are_rejected_with_a_message)
 {
     probe_t p;
     recap_region_params_t bad;
-    recap_host_ops_t ops;
+    recap_engine_ops_t ops;
     recap_region_h r = NULL;
     recap_region_state_t s;
     recap_buffer_t buf;
@@ -757,7 +757,7 @@ START_TEST(bad_arguments_are_rejected_with_a_message)
     ck_assert_status(recap_region_state(NULL, &s), RECAP_ERR_INVALID_ARG);
     ck_assert_status(recap_region_destroy(NULL), RECAP_ERR_INVALID_ARG);
     ck_assert_status(recap_plain_buffer_fire(p.r), RECAP_ERR_INVALID_ARG); /* not a buffer */
-    ck_assert_status(recap_plain_buffer_create(p.rig.host, 0, 1, &buf), RECAP_ERR_INVALID_ARG);
+    ck_assert_status(recap_plain_buffer_create(p.rig.engine, 0, 1, &buf), RECAP_ERR_INVALID_ARG);
     probe_free(&p);
 }
 END_TEST
@@ -777,7 +777,7 @@ static void inner_fn(const float *x, float *y, uint64_t n)
 static void outer_fn(const float *x, float *y, uint64_t n)
 {
     recap_value_t v[3] = {{.ptr = NULL}, {.ptr = NULL}, {.u64 = n}};
-    recap_plain_host_h h = nest_params.host;
+    recap_plain_engine_h h = nest_params.host;
     recap_buffer_t bx, by;
     recap_region_h inner;
     void *d;

@@ -54,7 +54,7 @@ START_TEST(every_argument_type_reaches_the_function_at_record_and_rebuild)
 
     rr_rig_init(&rig, 0, 11);
     in = rr_fbuf(&rig, 1, 1, 1);
-    ck_assert_ok(recap_plain_buffer_create(rig.host, sizeof(all_t), 1, &out));
+    ck_assert_ok(recap_plain_buffer_create(rig.engine, sizeof(all_t), 1, &out));
     want = (all_t){(int32_t)tu_rand(), (int64_t)tu_rand(), (uint32_t)tu_rand(), tu_rand(),
                    (float)tu_rand_below(1000) / 7.0f, (double)tu_rand() / 3.0,
                    (void *)(uintptr_t)tu_rand(), rr_data(in)[0]};
@@ -180,7 +180,7 @@ START_TEST(thirty_two_arguments_are_accepted)
     int i;
 
     rr_rig_init(&rig, 0, 13);
-    ck_assert_ok(recap_plain_buffer_create(rig.host, 8, 1, &out));
+    ck_assert_ok(recap_plain_buffer_create(rig.engine, 8, 1, &out));
     t[0] = RECAP_TYPE_BUFFER_OUT;
     v[0].buf = out;
     for (i = 1; i < RECAP_MAX_ARGS; i++) {
@@ -302,7 +302,7 @@ static void handle_fn(recap_buffer_t x, recap_buffer_t y, uint64_t n)
 START_TEST(a_host_without_buffer_arg_or_save_gets_its_handles)
 {
     static const recap_type_t t[] = {RECAP_TYPE_BUFFER, RECAP_TYPE_BUFFER_OUT, RECAP_TYPE_UINT64};
-    recap_host_ops_t ops;
+    recap_engine_ops_t ops;
     rr_rig_t rig;
     size_t n = 1 + tu_rand_below(300);
     recap_buffer_t x, y;

@@ -14,8 +14,8 @@
 #include "testutil.h"
 
 typedef struct {
-    recap_plain_host_h host;
-    const recap_host_ops_t *ops;
+    recap_plain_engine_h engine;
+    const recap_engine_ops_t *ops;
     recap_tracker_h tracker;
     recap_stream_t stream;
     recap_signature_h sig;
@@ -46,15 +46,15 @@ static void dev_init(devrig_t *d, uint32_t host_flags)
     recap_tracker_params_t p = {RECAP_TRACKER_GRAPH_SAFE, NULL, 0, NULL};
 
     d->n = 1 + tu_rand_below(50000);
-    ck_assert_ok(recap_plain_host_create(0, host_flags, &d->host));
-    ck_assert_ok(recap_plain_host_ops(&d->ops));
+    ck_assert_ok(recap_plain_engine_create(0, host_flags, &d->engine));
+    ck_assert_ok(recap_plain_engine_ops(&d->ops));
     ck_assert_ok(recap_tracker_create(&p, &d->tracker));
     ck_assert_ok(recap_tracker_add(d->tracker, RECAP_RNG_MODEL_PARALLEL, 1 + tu_rand_below(1000)));
     ck_assert_ok(recap_stream_create(0, &d->stream));
     ck_assert_ok(recap_signature_create(RECAP_TYPE_VOID, t, 6, &d->sig));
-    ck_assert_ok(recap_plain_buffer_create(d->host, d->n * 4, 1, &d->x));
-    ck_assert_ok(recap_plain_buffer_create(d->host, d->n * 4, 1, &d->mask));
-    ck_assert_ok(recap_plain_buffer_create(d->host, d->n * 4, 1, &d->u));
+    ck_assert_ok(recap_plain_buffer_create(d->engine, d->n * 4, 1, &d->x));
+    ck_assert_ok(recap_plain_buffer_create(d->engine, d->n * 4, 1, &d->mask));
+    ck_assert_ok(recap_plain_buffer_create(d->engine, d->n * 4, 1, &d->u));
 }
 
 static void dev_args(devrig_t *d, recap_value_t *v)
@@ -75,7 +75,7 @@ static void dev_free(devrig_t *d)
     ck_assert_ok(recap_signature_destroy(d->sig));
     ck_assert_ok(recap_stream_destroy(d->stream));
     ck_assert_ok(recap_tracker_destroy(d->tracker));
-    ck_assert_ok(recap_plain_host_destroy(d->host));
+    ck_assert_ok(recap_plain_engine_destroy(d->engine));
 }
 
 static void *data_of(recap_buffer_t b)
@@ -86,9 +86,9 @@ static void *data_of(recap_buffer_t b)
     return p;
 }
 
-static void to_host(const void *dev, void *host, size_t bytes)
+static void to_host(const void *dev, void *engine, size_t bytes)
 {
-    ck_assert_ok(recap_memcpy_to_host(0, host, dev, bytes));
+    ck_assert_ok(recap_memcpy_to_host(0, engine, dev, bytes));
 }
 
 START_TEST(a_device_region_rebuilds_eagerly)
@@ -106,7 +106,7 @@ START_TEST(a_device_region_rebuilds_eagerly)
     m1 = malloc(d.n * 4);
     u0 = malloc(d.n * 4);
     u1 = malloc(d.n * 4);
-    p = (recap_region_params_t){d.ops, d.host, d.tracker, NULL, 0};
+    p = (recap_region_params_t){d.ops, d.engine, d.tracker, NULL, 0};
     dev_args(&d, v);
     ck_assert_ok(recap_region_create(&p, &r));
     ck_assert_ok(recap_region_record(r, d.sig, (recap_func_t)draw_fn, v, 6));
@@ -114,7 +114,7 @@ START_TEST(a_device_region_rebuilds_eagerly)
     to_host(data_of(d.mask), m0, d.n * 4);
     to_host(data_of(d.u), u0, d.n * 4);
     ck_assert_ok(recap_region_release(r, NULL));
-    ck_assert_ok(recap_plain_host_stats(d.host, &s));
+    ck_assert_ok(recap_plain_engine_stats(d.engine, &s));
     ck_assert_uint_eq(s.live_bytes, d.n * 4); /* only x: device memory given back */
     ck_assert_ok(recap_region_rebuild(r));
     ck_assert_ok(recap_stream_synchronize(d.stream));
@@ -131,7 +131,7 @@ START_TEST(a_device_region_rebuilds_eagerly)
 }
 END_TEST
 
-/* Copies of the forward's storage (kept by the host after the release, as a graph pool would)
+/* Copies of the forward's storage (kept by the engine after the release, as a graph pool would)
  * and of the rebuilt one after each replay. */
 static void check_replays(devrig_t *d, recap_graph_exec_t e, void *fwd_mask, void *fwd_u,
                           void *new_mask, void *new_u)
@@ -170,7 +170,7 @@ START_TEST(a_region_rebuilt_inside_a_capture_redraws_the_forward_on_every_replay
     void *fwd_mask, *fwd_u;
 
     dev_init(&d, RECAP_PLAIN_KEEP_FREED);
-    p = (recap_region_params_t){d.ops, d.host, d.tracker, NULL, 0};
+    p = (recap_region_params_t){d.ops, d.engine, d.tracker, NULL, 0};
     dev_args(&d, v);
     /* Relaxed: the rebuild allocates its new buffers inside the capture. */
     ck_assert_ok(recap_stream_begin_capture(d.stream, RECAP_CAPTURE_RELAXED));
@@ -203,7 +203,7 @@ START_TEST(a_checkpoint_recomputed_inside_a_capture_redraws_the_forward)
     recap_graph_exec_t e;
 
     dev_init(&d, 0);
-    p = (recap_region_params_t){d.ops, d.host, d.tracker, NULL, 0};
+    p = (recap_region_params_t){d.ops, d.engine, d.tracker, NULL, 0};
     dev_args(&d, v);
     ck_assert_ok(recap_stream_begin_capture(d.stream, RECAP_CAPTURE_RELAXED));
     ck_assert_ok(recap_checkpoint_run(&p, d.sig, (recap_func_t)draw_fn, v, 6, &ck));

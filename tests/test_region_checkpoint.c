@@ -9,7 +9,7 @@
 #include "test_region_util.h"
 
 static int seen_recording[2], seen_checkpointing[2], seen_pass[2], nseen;
-static recap_plain_host_h probe_host;
+static recap_plain_engine_h probe_host;
 
 static void probe_dropout(const float *x, float *y, uint64_t n, float a, float b,
                           recap_tracker_h t)
@@ -19,7 +19,7 @@ static void probe_dropout(const float *x, float *y, uint64_t n, float a, float b
     if (nseen < 2) {
         recap_plain_is_recording(&seen_recording[nseen]);
         recap_is_checkpointing(&seen_checkpointing[nseen]);
-        recap_plain_host_stats(probe_host, &s);
+        recap_plain_engine_stats(probe_host, &s);
         seen_pass[nseen] = s.context_depth == 1 ? s.context_pass : -1;
     }
     nseen++;
@@ -39,7 +39,7 @@ START_TEST(backward_recomputes_the_forward_outputs_bit_for_bit)
     float *fwd;
 
     rr_rig_init(&rig, _i ? RECAP_TRACKER_GRAPH_SAFE : 0, 1 + (int64_t)tu_rand_below(1u << 30));
-    probe_host = rig.host;
+    probe_host = rig.engine;
     nseen = 0;
     x = rr_fbuf(&rig, n, 1, 1);
     y = rr_fbuf(&rig, n, 1, 0);
@@ -52,7 +52,7 @@ START_TEST(backward_recomputes_the_forward_outputs_bit_for_bit)
     ck_assert_ok(recap_snapshot_take(rig.tracker, mid));
     ck_assert_ok(recap_checkpoint_backward(ck, &out, 1));
     ck_assert_ptr_nonnull(out);
-    ck_assert_ptr_ne(out, y); /* a new buffer for the host to back-propagate through */
+    ck_assert_ptr_ne(out, y); /* a new buffer for the engine to back-propagate through */
     ck_assert_mem_eq(rr_data(out), fwd, n * sizeof(float));
     ck_assert_mem_eq(rr_data(y), fwd, n * sizeof(float)); /* the caller's output untouched */
     ck_assert_int_eq(nseen, 2);
@@ -110,7 +110,7 @@ START_TEST(refused_checkpoints_and_backwards)
     rr_rig_t rig;
     recap_signature_h sig = rr_dropout_sig();
     recap_region_params_t p;
-    recap_host_ops_t ops;
+    recap_engine_ops_t ops;
     recap_buffer_t x, y, outs[2];
     recap_checkpoint_h ck = NULL;
     recap_manager_h m;
@@ -122,7 +122,7 @@ START_TEST(refused_checkpoints_and_backwards)
     y = rr_fbuf(&rig, 8, 1, 0);
     rr_dropout_args(v, x, y, 8, 1.0f, 0.0f, rig.tracker);
     runs = rr_dropout_runs;
-    ck_assert_ok(recap_manager_create(rig.ops, rig.host, &m));
+    ck_assert_ok(recap_manager_create(rig.ops, rig.engine, &m));
     p = rig.params;
     p.manager = m;
     ck_assert_status(recap_checkpoint_run(&p, sig, (recap_func_t)rr_dropout_fn, v, 6, &ck),
@@ -131,7 +131,7 @@ START_TEST(refused_checkpoints_and_backwards)
     p.flags = RECAP_REGION_RETAIN_INPUTS;
     ck_assert_status(recap_checkpoint_run(&p, sig, (recap_func_t)rr_dropout_fn, v, 6, &ck),
                      RECAP_ERR_INVALID_ARG);
-    p.flags = RECAP_CHECKPOINT_DISTRIBUTE; /* the plain host cannot distribute */
+    p.flags = RECAP_CHECKPOINT_DISTRIBUTE; /* the plain engine cannot distribute */
     ck_assert_status(recap_checkpoint_run(&p, sig, (recap_func_t)rr_dropout_fn, v, 6, &ck),
                      RECAP_ERR_INVALID_ARG);
     ck_assert_ptr_nonnull(strstr(recap_last_error(), "all_gather"));
@@ -170,30 +170,30 @@ END_TEST
 
 /*
  * Distribution across a tensor-parallel group of two ranks, simulated in one process: each
- * rank has its own plain host; distribute keeps this rank's half of the input; all_gather puts
+ * rank has its own plain engine; distribute keeps this rank's half of the input; all_gather puts
  * the halves back together from this rank's slice and the other rank's, which that rank keeps
  * (here: a copy in `held`, as the other process would hold it).
  */
 #define TP 2
-static recap_plain_host_h rank_host[TP];
+static recap_plain_engine_h rank_host[TP];
 static float *held[TP];
 static size_t held_n;
 
-static int rank_of(void *host)
+static int rank_of(void *engine)
 {
-    return host == rank_host[0] ? 0 : 1;
+    return engine == rank_host[0] ? 0 : 1;
 }
 
-static recap_status_t tp_distribute(void *host, recap_buffer_t buf, recap_buffer_t *slice_p)
+static recap_status_t tp_distribute(void *engine, recap_buffer_t buf, recap_buffer_t *slice_p)
 {
-    int r = rank_of(host);
+    int r = rank_of(engine);
     size_t bytes;
     void *src, *dst;
     recap_status_t st;
 
     recap_plain_buffer_bytes(buf, &bytes);
     held_n = bytes / sizeof(float) / TP;
-    st = recap_plain_buffer_create(host, held_n * sizeof(float), 0, slice_p);
+    st = recap_plain_buffer_create(engine, held_n * sizeof(float), 0, slice_p);
     if (st != RECAP_OK)
         return st;
     recap_plain_buffer_data(buf, &src);
@@ -204,13 +204,13 @@ static recap_status_t tp_distribute(void *host, recap_buffer_t buf, recap_buffer
     return RECAP_OK;
 }
 
-static recap_status_t tp_all_gather(void *host, recap_buffer_t slice, recap_buffer_t *full_p)
+static recap_status_t tp_all_gather(void *engine, recap_buffer_t slice, recap_buffer_t *full_p)
 {
-    int r = rank_of(host), k;
+    int r = rank_of(engine), k;
     recap_status_t st;
     void *mine, *dst;
 
-    st = recap_plain_buffer_create(host, TP * held_n * sizeof(float), 1, full_p);
+    st = recap_plain_buffer_create(engine, TP * held_n * sizeof(float), 1, full_p);
     if (st != RECAP_OK)
         return st;
     recap_plain_buffer_data(slice, &mine);
@@ -224,7 +224,7 @@ static recap_status_t tp_all_gather(void *host, recap_buffer_t slice, recap_buff
 START_TEST(a_distributed_input_keeps_one_slice_and_recomputes_exactly)
 {
     rr_rig_t rig[TP];
-    recap_host_ops_t ops;
+    recap_engine_ops_t ops;
     recap_signature_h sig = rr_dropout_sig();
     size_t n = TP * (1 + tu_rand_below(5000));
     recap_buffer_t x[TP], y[TP], out[TP];
@@ -235,11 +235,11 @@ START_TEST(a_distributed_input_keeps_one_slice_and_recomputes_exactly)
 
     for (r = 0; r < TP; r++) {
         rr_rig_init(&rig[r], 0, 1000 + r); /* ranks draw different masks */
-        rank_host[r] = rig[r].host;
+        rank_host[r] = rig[r].engine;
         ops = *rig[r].ops;
         ops.distribute = tp_distribute;
         ops.all_gather = tp_all_gather;
-        if (_i == 1) { /* a host without saved-buffer hooks: the slice handle itself is kept */
+        if (_i == 1) { /* an engine without saved-buffer hooks: the slice handle itself is kept */
             ops.save = NULL;
             ops.load = NULL;
             ops.drop = NULL;
@@ -257,7 +257,7 @@ START_TEST(a_distributed_input_keeps_one_slice_and_recomputes_exactly)
         ck_assert_ok(recap_checkpoint_run(&rig[r].params, sig, (recap_func_t)rr_dropout_fn, v,
                                           6, &ck[r]));
         fwd[r] = rr_copy(y[r], n);
-        ck_assert_ok(recap_plain_buffer_destroy(x[r])); /* the host drops its full input */
+        ck_assert_ok(recap_plain_buffer_destroy(x[r])); /* the engine drops its full input */
         ck_assert_uint_eq(rr_stats(&rig[r]).live_bytes, (n + n / TP) * sizeof(float));
     }
     for (r = 0; r < TP; r++) { /* backward on every rank */

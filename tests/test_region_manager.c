@@ -105,7 +105,7 @@ START_TEST(a_chain_rebuilds_in_forward_order_and_equals_no_checkpointing)
 
     chain_init(&c, 3, 1 + (int64_t)tu_rand_below(1u << 30), _i ? RECAP_TRACKER_GRAPH_SAFE : 0);
     run_plain(&c);
-    ck_assert_ok(recap_manager_create(c.rig.ops, c.rig.host, &m));
+    ck_assert_ok(recap_manager_create(c.rig.ops, c.rig.engine, &m));
     norder = 0;
     record_all(&c, m);
     ck_assert_ok(recap_manager_count(m, &count));
@@ -174,16 +174,16 @@ START_TEST(wrong_objects_are_refused)
 {
     chain_t c;
     recap_manager_h m, other;
-    recap_plain_host_h host2;
+    recap_plain_engine_h host2;
     recap_region_params_t p2;
     recap_region_h lone, foreign;
     size_t count;
     int i;
 
     chain_init(&c, 2, 78, 0);
-    ck_assert_ok(recap_manager_create(c.rig.ops, c.rig.host, &m));
-    ck_assert_ok(recap_manager_create(c.rig.ops, c.rig.host, &other));
-    ck_assert_status(recap_manager_create(NULL, c.rig.host, &m), RECAP_ERR_INVALID_ARG);
+    ck_assert_ok(recap_manager_create(c.rig.ops, c.rig.engine, &m));
+    ck_assert_ok(recap_manager_create(c.rig.ops, c.rig.engine, &other));
+    ck_assert_status(recap_manager_create(NULL, c.rig.engine, &m), RECAP_ERR_INVALID_ARG);
     record_all(&c, m);
     ck_assert_status(recap_manager_add(m, NULL), RECAP_ERR_INVALID_ARG);
     ck_assert_status(recap_manager_add(NULL, c.r[0]), RECAP_ERR_INVALID_ARG);
@@ -191,14 +191,14 @@ START_TEST(wrong_objects_are_refused)
     ck_assert_ptr_nonnull(strstr(recap_last_error(), "already added"));
     ck_assert_status(recap_manager_add(other, c.r[0]), RECAP_ERR_INVALID_ARG);
     ck_assert_ptr_nonnull(strstr(recap_last_error(), "another manager"));
-    /* A region of another host. */
-    ck_assert_ok(recap_plain_host_create(RECAP_DEVICE_HOST, 0, &host2));
+    /* A region of another engine. */
+    ck_assert_ok(recap_plain_engine_create(RECAP_DEVICE_HOST, 0, &host2));
     p2 = c.rig.params;
     p2.host = host2;
     p2.manager = NULL;
     ck_assert_ok(recap_region_create(&p2, &foreign));
     ck_assert_status(recap_manager_add(m, foreign), RECAP_ERR_INVALID_ARG);
-    ck_assert_ptr_nonnull(strstr(recap_last_error(), "another host"));
+    ck_assert_ptr_nonnull(strstr(recap_last_error(), "another engine"));
     p2.manager = m;
     ck_assert_status(recap_region_create(&p2, &lone), RECAP_ERR_INVALID_ARG);
     /* Managed regions go through the manager. */
@@ -225,7 +225,7 @@ START_TEST(wrong_objects_are_refused)
     ck_assert_ok(recap_manager_add(m, lone)); /* the next step's */
     ck_assert_ok(recap_region_destroy(lone));
     ck_assert_ok(recap_region_destroy(foreign));
-    ck_assert_ok(recap_plain_host_destroy(host2));
+    ck_assert_ok(recap_plain_engine_destroy(host2));
     for (i = 0; i < 2; i++)
         ck_assert_ok(recap_region_destroy(c.r[i]));
     ck_assert_ok(recap_manager_destroy(m));
@@ -245,7 +245,7 @@ START_TEST(a_manager_serves_step_after_step)
     int step, i;
 
     chain_init(&c, 2, 79, 0);
-    ck_assert_ok(recap_manager_create(c.rig.ops, c.rig.host, &m));
+    ck_assert_ok(recap_manager_create(c.rig.ops, c.rig.engine, &m));
     run_plain(&c);
     for (step = 0; step < 2; step++) {
         loss[step] = rr_fbuf(&c.rig, 1, 1, 0);
@@ -276,7 +276,7 @@ START_TEST(regions_outlive_their_manager)
     int i;
 
     chain_init(&c, 2, 80, 0);
-    ck_assert_ok(recap_manager_create(c.rig.ops, c.rig.host, &m));
+    ck_assert_ok(recap_manager_create(c.rig.ops, c.rig.engine, &m));
     record_all(&c, m);
     ck_assert_ok(recap_manager_destroy(m));
     for (i = 0; i < 2; i++)

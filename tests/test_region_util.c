@@ -11,21 +11,21 @@ void rr_rig_init(rr_rig_t *rig, uint32_t tracker_flags, int64_t seed)
     recap_parallel_ranks_t ranks = {0, 2, 0, 1, 0, 1, 1, 2, 0, 1};
 
     memset(rig, 0, sizeof(*rig));
-    ck_assert_ok(recap_plain_host_create(RECAP_DEVICE_HOST, 0, &rig->host));
-    ck_assert_ok(recap_plain_host_ops(&rig->ops));
+    ck_assert_ok(recap_plain_engine_create(RECAP_DEVICE_HOST, 0, &rig->engine));
+    ck_assert_ok(recap_plain_engine_ops(&rig->ops));
     ck_assert_ok(recap_generator_create(RECAP_DEVICE_HOST, &rig->host_gen));
     ck_assert_ok(recap_generator_manual_seed(rig->host_gen, (uint64_t)seed * 31 + 7));
     tp.host_generator = rig->host_gen;
     ck_assert_ok(recap_tracker_create(&tp, &rig->tracker));
     ck_assert_ok(recap_tracker_seed_parallel(rig->tracker, seed, &ranks));
-    rig->params = (recap_region_params_t){rig->ops, rig->host, rig->tracker, NULL, 0};
+    rig->params = (recap_region_params_t){rig->ops, rig->engine, rig->tracker, NULL, 0};
 }
 
 recap_plain_stats_t rr_stats(rr_rig_t *rig)
 {
     recap_plain_stats_t s;
 
-    ck_assert_ok(recap_plain_host_stats(rig->host, &s));
+    ck_assert_ok(recap_plain_engine_stats(rig->engine, &s));
     return s;
 }
 
@@ -36,7 +36,7 @@ void rr_rig_free(rr_rig_t *rig)
     ck_assert_uint_eq(s.live_buffers, 0);
     ck_assert_uint_eq(s.live_bytes, 0);
     ck_assert_uint_eq(s.allocs, s.frees);
-    ck_assert_ok(recap_plain_host_destroy(rig->host));
+    ck_assert_ok(recap_plain_engine_destroy(rig->engine));
     ck_assert_ok(recap_tracker_destroy(rig->tracker));
     ck_assert_ok(recap_generator_destroy(rig->host_gen));
 }
@@ -47,7 +47,7 @@ recap_buffer_t rr_fbuf(rr_rig_t *rig, size_t n, int needs_grad, int fill)
     float *d;
     size_t i;
 
-    ck_assert_ok(recap_plain_buffer_create(rig->host, n * sizeof(float), needs_grad, &b));
+    ck_assert_ok(recap_plain_buffer_create(rig->engine, n * sizeof(float), needs_grad, &b));
     d = rr_data(b);
     for (i = 0; fill && i < n; i++)
         d[i] = (float)((double)(tu_rand() >> 11) / 9007199254740992.0 * 4.0 - 2.0);
@@ -71,17 +71,6 @@ float *rr_copy(recap_buffer_t buf, size_t n)
     return c;
 }
 
-static void fork_draw(recap_tracker_h t, const char *name, uint32_t *w, size_t n)
-{
-    recap_fork_token_t tok;
-    recap_generator_h g;
-
-    ck_assert_ok(recap_tracker_generator(t, &g));
-    ck_assert_ok(recap_tracker_fork(t, name, &tok));
-    ck_assert_ok(recap_generator_fill_u32(g, NULL, w, n));
-    ck_assert_ok(recap_tracker_unfork(t, tok));
-}
-
 void rr_draw_all(rr_rig_t *rig, uint32_t *w, size_t per)
 {
     recap_generator_h g;
@@ -98,7 +87,7 @@ void rr_draw_all(rr_rig_t *rig, uint32_t *w, size_t per)
     ck_assert_uint_le(n, 8);
     for (i = 0; i < n; i++) {
         ck_assert_ok(recap_states_name(s, i, &name));
-        fork_draw(rig->tracker, name, w + (2 + i) * per, per);
+        tu_fork_draw(rig->tracker, name, w + (2 + i) * per, per);
     }
     ck_assert_ok(recap_states_free(s));
 }

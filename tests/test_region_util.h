@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* Helpers shared by the region suites: a plain host with a tracker, buffers of floats, and
+/* Helpers shared by the region suites: a plain engine with a tracker, buffers of floats, and
  * recorded functions that draw dropout masks the way a training step does. */
 #ifndef RECAP_TEST_REGION_UTIL_H
 #define RECAP_TEST_REGION_UTIL_H
@@ -9,11 +9,11 @@
 
 #include "testutil.h"
 
-/* A plain host over malloc, a value-mode or graph-safe host tracker (with a host generator and
+/* A plain engine over malloc, a value-mode or graph-safe host tracker (with a host generator and
  * Megatron's per-rank states), and region params for them. */
 typedef struct {
-    recap_plain_host_h host;
-    const recap_host_ops_t *ops;
+    recap_plain_engine_h engine;
+    const recap_engine_ops_t *ops;
     recap_generator_h host_gen;
     recap_tracker_h tracker;
     recap_region_params_t params;

@@ -138,17 +138,6 @@ START_TEST(remat_states_appear_only_when_their_size_exceeds_one)
 }
 END_TEST
 
-static void draw_forked(recap_tracker_h t, const char *name, uint32_t *w)
-{
-    recap_fork_token_t tok;
-    recap_generator_h g;
-
-    ck_assert_ok(recap_tracker_generator(t, &g));
-    ck_assert_ok(recap_tracker_fork(t, name, &tok));
-    ck_assert_ok(recap_generator_fill_u32(g, NULL, w, NWORDS));
-    ck_assert_ok(recap_tracker_unfork(t, tok));
-}
-
 /* Two trackers stand for two ranks; the data-parallel rank is not an input of the seeds. */
 START_TEST(tp_ranks_draw_differently_and_dp_ranks_alike)
 {
@@ -163,17 +152,17 @@ START_TEST(tp_ranks_draw_differently_and_dp_ranks_alike)
     ck_assert_ok(recap_tracker_seed_parallel(tp0, seed, &r0));
     ck_assert_ok(recap_tracker_seed_parallel(tp1, seed, &r1));
     ck_assert_ok(recap_tracker_seed_parallel(dp1, seed, &r0));
-    draw_forked(tp0, RECAP_RNG_MODEL_PARALLEL, a);
-    draw_forked(tp1, RECAP_RNG_MODEL_PARALLEL, b);
-    draw_forked(dp1, RECAP_RNG_MODEL_PARALLEL, c);
+    tu_fork_draw(tp0, RECAP_RNG_MODEL_PARALLEL, a, NWORDS);
+    tu_fork_draw(tp1, RECAP_RNG_MODEL_PARALLEL, b, NWORDS);
+    tu_fork_draw(dp1, RECAP_RNG_MODEL_PARALLEL, c, NWORDS);
     ck_assert_mem_ne(a, b, sizeof(a));
     ck_assert_mem_eq(a, c, sizeof(a));
     /* Data-parallel and expert states agree across tensor-parallel ranks. */
-    draw_forked(tp0, RECAP_RNG_DATA_PARALLEL, a);
-    draw_forked(tp1, RECAP_RNG_DATA_PARALLEL, b);
+    tu_fork_draw(tp0, RECAP_RNG_DATA_PARALLEL, a, NWORDS);
+    tu_fork_draw(tp1, RECAP_RNG_DATA_PARALLEL, b, NWORDS);
     ck_assert_mem_eq(a, b, sizeof(a));
-    draw_forked(tp0, RECAP_RNG_EXPERT_PARALLEL, a);
-    draw_forked(tp1, RECAP_RNG_EXPERT_PARALLEL, b);
+    tu_fork_draw(tp0, RECAP_RNG_EXPERT_PARALLEL, a, NWORDS);
+    tu_fork_draw(tp1, RECAP_RNG_EXPERT_PARALLEL, b, NWORDS);
     ck_assert_mem_eq(a, b, sizeof(a));
     recap_tracker_destroy(tp0);
     recap_tracker_destroy(tp1);

@@ -42,17 +42,6 @@ static void rig_free(rig_t *rig)
     ck_assert_ok(recap_generator_destroy(rig->host));
 }
 
-static void fork_draw(recap_tracker_h t, const char *name, uint32_t *w)
-{
-    recap_fork_token_t tok;
-    recap_generator_h g;
-
-    ck_assert_ok(recap_tracker_generator(t, &g));
-    ck_assert_ok(recap_tracker_fork(t, name, &tok));
-    ck_assert_ok(recap_generator_fill_u32(g, NULL, w, NWORDS));
-    ck_assert_ok(recap_tracker_unfork(t, tok));
-}
-
 /* What a training step draws: the host generator, the current state, then every named state. */
 static void step(rig_t *rig, uint32_t w[STEP_WORDS])
 {
@@ -70,7 +59,7 @@ static void step(rig_t *rig, uint32_t w[STEP_WORDS])
     ck_assert_uint_le(n, MAX_STATES);
     for (i = 0; i < n; i++) {
         ck_assert_ok(recap_states_name(s, i, &name));
-        fork_draw(rig->t, name, w + (2 + i) * NWORDS);
+        tu_fork_draw(rig->t, name, w + (2 + i) * NWORDS, NWORDS);
     }
     ck_assert_ok(recap_states_free(s));
 }
@@ -81,25 +70,6 @@ static void steps(rig_t *rig, int k)
 
     while (k-- > 0)
         step(rig, w);
-}
-
-static void assert_states_equal(recap_states_h a, recap_states_h b)
-{
-    uint8_t x[RECAP_STATE_BYTES], y[RECAP_STATE_BYTES];
-    size_t na, nb, i;
-    const char *n1, *n2;
-
-    ck_assert_ok(recap_states_count(a, &na));
-    ck_assert_ok(recap_states_count(b, &nb));
-    ck_assert_uint_eq(na, nb);
-    for (i = 0; i < na; i++) {
-        ck_assert_ok(recap_states_name(a, i, &n1));
-        ck_assert_ok(recap_states_name(b, i, &n2));
-        ck_assert_str_eq(n1, n2);
-        ck_assert_ok(recap_states_lookup(a, n1, x));
-        ck_assert_ok(recap_states_lookup(b, n2, y));
-        ck_assert_mem_eq(x, y, sizeof(x));
-    }
 }
 
 /* Everything a snapshot covers, read through the ABI, to compare "before" and "after". */
@@ -124,7 +94,7 @@ static void assert_seen_equal(seen_t *a, seen_t *b)
 {
     ck_assert_mem_eq(a->host, b->host, RECAP_STATE_BYTES);
     ck_assert_mem_eq(a->gen, b->gen, RECAP_STATE_BYTES);
-    assert_states_equal(a->states, b->states);
+    tu_assert_states_equal(a->states, b->states);
     recap_states_free(a->states);
     recap_states_free(b->states);
 }
@@ -260,7 +230,7 @@ START_TEST(restore_drops_states_added_after_take)
     ck_assert_ok(recap_snapshot_take(rig.t, snap));
     at_take = observe(&rig);
     ck_assert_ok(recap_tracker_add(rig.t, "late", 424242));
-    fork_draw(rig.t, "late", w);
+    tu_fork_draw(rig.t, "late", w, NWORDS);
     ck_assert_ok(recap_snapshot_restore(rig.t, snap));
     after = observe(&rig);
     assert_seen_equal(&at_take, &after);

@@ -80,25 +80,6 @@ static size_t state_count(recap_tracker_h t)
     return n;
 }
 
-/* Same names in the same order with the same values. */
-static void assert_states_equal(recap_states_h a, recap_states_h b)
-{
-    uint8_t x[RECAP_STATE_BYTES], y[RECAP_STATE_BYTES];
-    size_t na, nb, i;
-    const char *n1, *n2;
-
-    ck_assert_ok(recap_states_count(a, &na));
-    ck_assert_ok(recap_states_count(b, &nb));
-    ck_assert_uint_eq(na, nb);
-    for (i = 0; i < na; i++) {
-        ck_assert_ok(recap_states_name(a, i, &n1));
-        ck_assert_ok(recap_states_name(b, i, &n2));
-        ck_assert_str_eq(n1, n2);
-        ck_assert_ok(recap_states_lookup(a, n1, x));
-        ck_assert_ok(recap_states_lookup(b, n2, y));
-        ck_assert_mem_eq(x, y, sizeof(x));
-    }
-}
 
 static void assert_trackers_equal(recap_tracker_h a, recap_tracker_h b)
 {
@@ -107,7 +88,7 @@ static void assert_trackers_equal(recap_tracker_h a, recap_tracker_h b)
 
     ck_assert_ok(recap_tracker_get_states(a, &sa));
     ck_assert_ok(recap_tracker_get_states(b, &sb));
-    assert_states_equal(sa, sb);
+    tu_assert_states_equal(sa, sb);
     recap_states_free(sa);
     recap_states_free(sb);
     gen_state(a, x);
@@ -138,12 +119,12 @@ START_TEST(set_states_after_get_states_round_trips)
     ck_assert_ok(recap_tracker_is_initialized(u, &init));
     ck_assert_int_eq(init, 1);
     ck_assert_ok(recap_tracker_get_states(u, &got));
-    assert_states_equal(s, got);
+    tu_assert_states_equal(s, got);
     /* The copy is by value: the tracker moving on does not change `s`. */
     fork_draw(u, "a", w, NWORDS);
     recap_states_free(got);
     ck_assert_ok(recap_tracker_get_states(t, &got));
-    assert_states_equal(s, got);
+    tu_assert_states_equal(s, got);
     recap_states_free(got);
     recap_states_free(s);
     recap_tracker_destroy(t);

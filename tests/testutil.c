@@ -73,3 +73,34 @@ int tu_run(Suite *s)
     srunner_free(sr);
     return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
 }
+
+/* Same names in the same order with the same values. */
+void tu_assert_states_equal(recap_states_h a, recap_states_h b)
+{
+    uint8_t x[RECAP_STATE_BYTES], y[RECAP_STATE_BYTES];
+    size_t na, nb, i;
+    const char *n1, *n2;
+
+    ck_assert_ok(recap_states_count(a, &na));
+    ck_assert_ok(recap_states_count(b, &nb));
+    ck_assert_uint_eq(na, nb);
+    for (i = 0; i < na; i++) {
+        ck_assert_ok(recap_states_name(a, i, &n1));
+        ck_assert_ok(recap_states_name(b, i, &n2));
+        ck_assert_str_eq(n1, n2);
+        ck_assert_ok(recap_states_lookup(a, n1, x));
+        ck_assert_ok(recap_states_lookup(b, n2, y));
+        ck_assert_mem_eq(x, y, sizeof(x));
+    }
+}
+
+void tu_fork_draw(recap_tracker_h t, const char *name, uint32_t *w, size_t n)
+{
+    recap_fork_token_t tok;
+    recap_generator_h g;
+
+    ck_assert_ok(recap_tracker_generator(t, &g));
+    ck_assert_ok(recap_tracker_fork(t, name, &tok));
+    ck_assert_ok(recap_generator_fill_u32(g, NULL, w, n));
+    ck_assert_ok(recap_tracker_unfork(t, tok));
+}

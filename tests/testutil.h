@@ -27,6 +27,12 @@ uint64_t tu_rand_offset(void);
     } while (0)
 #define ck_assert_ok(expr) ck_assert_status((expr), RECAP_OK)
 
+/* Same names in the same order with the same values. */
+void tu_assert_states_equal(recap_states_h a, recap_states_h b);
+
+/* Draws n words from the tracker's generator inside a fork of `name` (host memory). */
+void tu_fork_draw(recap_tracker_h t, const char *name, uint32_t *w, size_t n);
+
 /* Runs `cmd` through the shell: what it printed on stdout (free it) and its exit status. */
 char *tu_shell(const char *cmd, int *status_p);
 

@@ -7,7 +7,7 @@
  * reaches that layer, with the forward's dropout masks redrawn exactly.
  *
  * It checks that the loss and every weight gradient are bit-identical both ways, and measures
- * activation memory through the plain host's accounting: what is held when the backward starts
+ * activation memory through the plain engine's accounting: what is held when the backward starts
  * drops by exactly the bytes the regions released, and the step's peak by those bytes less the
  * last layer's, which is rebuilt as soon as the backward starts, when every other activation is
  * still alive. Runs on host buffers, and on device buffers too when a CUDA device (or, under
@@ -98,8 +98,8 @@ static void finish(mlp_env_t *env)
     mlp_env_done(env);
 }
 
-/* The step's inputs, and the host run's outcome that the device runs must reproduce: the device
- * fill draws cuRAND's numbers as the host one does, and the arithmetic is the same code. */
+/* The step's inputs, and the engine run's outcome that the device runs must reproduce: the device
+ * fill draws cuRAND's numbers as the engine one does, and the arithmetic is the same code. */
 typedef struct {
     mlp_params_t w;
     float *x, *y;
@@ -139,7 +139,7 @@ static void run(int device, const mlp_cfg_t *cfg, model_t *m)
                    mlp_params_equal(&g[0], &m->ref, cfg);
 
         expect(same, "device step == host step");
-        printf("loss and gradients equal to the host buffers' run: %s\n", same ? "yes" : "NO");
+        printf("loss and gradients equal to the engine buffers' run: %s\n", same ? "yes" : "NO");
         mlp_params_free(&g[0], cfg);
     }
     mlp_params_free(&g[1], cfg);
@@ -164,7 +164,7 @@ static size_t state_bytes(recap_tracker_h t, recap_snapshot_h snap, uint8_t *buf
  * where the launch left it. Each replay draws fresh masks (a new loss). The rebuilds inside the
  * capture redraw the forward's masks on every replay, or the oracle would not match.
  *
- * Memory: the step's buffers come from the plain host's pool (RECAP_PLAIN_REUSE_FREED, reuse in
+ * Memory: the step's buffers come from the plain engine's pool (RECAP_PLAIN_REUSE_FREED, reuse in
  * stream order), which after the capture holds exactly the device memory the graph writes:
  * regions shrink it.
  */
@@ -202,7 +202,7 @@ static void run_graph(int device, const mlp_cfg_t *cfg, model_t *m)
         mlp_check(recap_graph_instantiate(graph, &exec), "instantiate");
         graph_tasks = env.tasks; /* the graph's host nodes use their staging until it goes */
         env.tasks = NULL;
-        mlp_check(recap_plain_host_stats(env.host, &st), "stats");
+        mlp_check(recap_plain_engine_stats(env.engine, &st), "stats");
         pool[regions] = st.live_bytes + st.held_bytes;
         expect(st.live_bytes == 0, "the captured step freed every buffer");
         for (k = 0; k < 3; k++) {

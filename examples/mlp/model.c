@@ -19,7 +19,7 @@ recap_buffer_t mlp_buf(mlp_env_t *env, size_t floats)
 {
     recap_buffer_t b;
 
-    mlp_check(recap_plain_buffer_create(env->host, floats * sizeof(float), 1, &b), "buffer");
+    mlp_check(recap_plain_buffer_create(env->engine, floats * sizeof(float), 1, &b), "buffer");
     return b;
 }
 

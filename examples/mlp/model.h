@@ -5,8 +5,8 @@
  *
  * Activations are plain-host buffers (recap_plain_*), so their memory is accounted for: host
  * memory, or device memory when a CUDA device is present. recap has no GEMM kernels, so for
- * device buffers the arithmetic runs on the host, in stream order: each operation copies its
- * device operands into pinned staging memory, a host function computes, and the result is
+ * device buffers the arithmetic runs on the engine, in stream order: each operation copies its
+ * device operands into pinned staging memory, an engine function computes, and the result is
  * copied back (mlp_op). What runs on the device is what recap itself provides: the dropout masks
  * are drawn by recap's device fill into device memory. Being stream-ordered, a whole step can be
  * captured into a CUDA graph and replayed.
@@ -37,8 +37,8 @@ struct mlp_task;
 /* Where the activations live and where the random numbers come from. */
 typedef struct {
     int device; /* RECAP_DEVICE_HOST or a CUDA device */
-    recap_plain_host_h host;
-    const recap_host_ops_t *ops;
+    recap_plain_engine_h engine;
+    const recap_engine_ops_t *ops;
     recap_tracker_h tracker;
     recap_stream_t stream;  /* device mode: where masks, copies and host functions run */
     struct mlp_task *tasks; /* device mode: operations enqueued since the last mlp_env_done */
@@ -55,8 +55,8 @@ typedef struct {
 void mlp_check(recap_status_t st, const char *what);
 
 /* graph_safe: the tracker's states stay valid inside a capture (for a step captured in a graph).
- * Device buffers come from a plain host that reuses freed storage in stream order
- * (RECAP_PLAIN_REUSE_FREED): asynchronous work may still use a buffer freed on the host, and a
+ * Device buffers come from a plain engine that reuses freed storage in stream order
+ * (RECAP_PLAIN_REUSE_FREED): asynchronous work may still use a buffer freed on the engine, and a
  * captured step's memory is the graph's. */
 void mlp_env_init(mlp_env_t *env, int device, int graph_safe);
 /* After the device work of the enqueued operations has finished (a synchronize, or the graph
@@ -100,8 +100,8 @@ typedef struct {
 typedef void (*mlp_kernel_t)(const mlp_args_t *a, float *const *in, float *out);
 
 /* Runs `k` on buffers given by their data pointers (host or device memory): at once on host
- * buffers; on device buffers enqueued on env->stream (operands staged to the host, the kernel in
- * a host function, the result copied back). The arguments are copied; what they point to must
+ * buffers; on device buffers enqueued on env->stream (operands staged to the engine, the kernel in
+ * an engine function, the result copied back). The arguments are copied; what they point to must
  * stay valid until the work has run (in a graph: while it is replayed). */
 void mlp_op(mlp_env_t *env, mlp_kernel_t k, const mlp_args_t *a, void *const *in,
             const size_t *in_floats, int nin, void *out, size_t out_floats);

@@ -1,10 +1,10 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The example's operations on buffers. On host buffers an operation is a call. On device buffers
- * it is stream work: its device operands are copied into pinned staging memory, a host function
+ * it is stream work: its device operands are copied into pinned staging memory, an engine function
  * runs the arithmetic there, and the result is copied back into the device buffer. Nothing
- * waits on the host, so a step made of these operations can be captured into a CUDA graph, where
- * the copies become copy nodes and the arithmetic a host node, replayed with every launch.
+ * waits on the engine, so a step made of these operations can be captured into a CUDA graph, where
+ * the copies become copy nodes and the arithmetic an engine node, replayed with every launch.
  */
 #include <stdlib.h>
 #include <string.h>

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* The example's environment (plain host, tracker, stream) and weights. */
+/* The example's environment (plain engine, tracker, stream) and weights. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -14,8 +14,8 @@ void mlp_env_init(mlp_env_t *env, int device, int graph_safe)
     env->device = device;
     if (graph_safe)
         tp.flags = RECAP_TRACKER_GRAPH_SAFE;
-    mlp_check(recap_plain_host_create(device, flags, &env->host), "plain host");
-    mlp_check(recap_plain_host_ops(&env->ops), "plain ops");
+    mlp_check(recap_plain_engine_create(device, flags, &env->engine), "plain engine");
+    mlp_check(recap_plain_engine_ops(&env->ops), "plain ops");
     mlp_check(recap_tracker_create(&tp, &env->tracker), "tracker");
     if (device != RECAP_DEVICE_HOST)
         mlp_check(recap_stream_create(device, &env->stream), "stream");
@@ -34,7 +34,7 @@ void mlp_env_free(mlp_env_t *env)
     if (env->stream != NULL)
         mlp_check(recap_stream_destroy(env->stream), "stream destroy");
     mlp_check(recap_tracker_destroy(env->tracker), "tracker destroy");
-    mlp_check(recap_plain_host_destroy(env->host), "plain host destroy");
+    mlp_check(recap_plain_engine_destroy(env->engine), "plain engine destroy");
 }
 
 void mlp_params_alloc(mlp_params_t *p, const mlp_cfg_t *cfg)

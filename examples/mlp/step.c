@@ -29,7 +29,7 @@ static uint64_t live(step_t *s)
 {
     recap_plain_stats_t st;
 
-    mlp_check(recap_plain_host_stats(s->env->host, &st), "stats");
+    mlp_check(recap_plain_engine_stats(s->env->engine, &st), "stats");
     return st.live_bytes;
 }
 
@@ -95,7 +95,7 @@ static void forward(step_t *s, const float *x)
     release(s, L, s->out);
 }
 
-/* The gradient of `b`'s consumer output has been computed: the host's autograd would fire the
+/* The gradient of `b`'s consumer output has been computed: the engine's autograd would fire the
  * hooks registered on it now. */
 static void gradient_arrived(step_t *s, recap_buffer_t b)
 {
@@ -209,13 +209,13 @@ void mlp_step(mlp_env_t *env, const mlp_cfg_t *cfg, const mlp_params_t *w, const
     recap_plain_stats_t st;
 
     s.act = (mlp_act_ctx_t){env, cfg->drop};
-    s.rp = (recap_region_params_t){env->ops, env->host, env->tracker, NULL, 0};
+    s.rp = (recap_region_params_t){env->ops, env->engine, env->tracker, NULL, 0};
     s.sig = mlp_act_signature();
-    mlp_check(recap_plain_host_reset_peak(env->host), "reset peak");
+    mlp_check(recap_plain_engine_reset_peak(env->engine), "reset peak");
     forward(&s, x);
     res->held_at_forward_end = live(&s);
     backward(&s, y, g, &res->loss);
-    mlp_check(recap_plain_host_stats(env->host, &st), "stats");
+    mlp_check(recap_plain_engine_stats(env->engine, &st), "stats");
     res->peak = st.peak_bytes;
     res->released = s.released;
     mlp_check(recap_signature_destroy(s.sig), "signature destroy");

@@ -112,7 +112,7 @@ class Value(ctypes.Union):
                 ("ptr", vp), ("buf", vp)]
 
 
-# Host operations (recap_host_ops_t), in the struct's order.
+# Engine operations (recap_engine_ops_t), in the struct's order.
 TRIGGER_FN = ctypes.CFUNCTYPE(c_status, vp)
 _OPS = [
     ("buffer_arg", ctypes.CFUNCTYPE(c_status, vp, vp, ctypes.POINTER(vp))),
@@ -318,7 +318,7 @@ class TorchHost:
         if self.pending:
             name, e = self.pending[0]
             self.pending.clear()
-            raise RuntimeError(f"recap host operation {name} failed: {e!r}") from e
+            raise RuntimeError(f"recap engine operation {name} failed: {e!r}") from e
         if cause is not None:
             raise cause
 

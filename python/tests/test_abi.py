@@ -9,8 +9,10 @@ import unittest
 from recap import _abi
 
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
-HEADERS = [os.path.join(ROOT, "include", "recap.h"),
-           os.path.join(ROOT, "include", "recap", "philox.h")]
+# recap.h and the headers it includes (philox and the add-ons: probe, plain, nccl).
+HEADERS = [os.path.join(ROOT, "include", "recap.h")] + [
+    os.path.join(ROOT, "include", "recap", h)
+    for h in ("philox.h", "probe.h", "plain.h", "nccl.h")]
 
 
 def _source():

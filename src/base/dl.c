@@ -7,7 +7,7 @@
 
 #include "base/dl.h"
 
-typedef recap_dlsym_fn dlsym_fn;
+typedef recap__dlsym_fn dlsym_fn;
 typedef void *(*dlopen_fn)(const char *, int);
 typedef int (*dlclose_fn)(void *);
 
@@ -61,7 +61,7 @@ RECAP_NO_SANITIZE_EARLY static void *no_dlsym(void *handle, const char *name)
     return NULL;
 }
 
-RECAP_NO_SANITIZE_EARLY recap_dlsym_fn recap__real_dlsym(void)
+RECAP_NO_SANITIZE_EARLY recap__dlsym_fn recap__real_dlsym(void)
 {
     dlsym_fn f;
 

@@ -12,11 +12,11 @@
  * with a sanitizer). */
 #define RECAP_NO_SANITIZE_EARLY __attribute__((no_sanitize("address", "thread")))
 
-typedef void *(*recap_dlsym_fn)(void *, const char *);
+typedef void *(*recap__dlsym_fn)(void *, const char *);
 
 RECAP_NO_SANITIZE_EARLY void *recap__dlsym(void *handle, const char *name);
 /* libc's dlsym itself, for a tail call (never NULL: a fallback that answers NULL if none was found). */
-RECAP_NO_SANITIZE_EARLY recap_dlsym_fn recap__real_dlsym(void);
+RECAP_NO_SANITIZE_EARLY recap__dlsym_fn recap__real_dlsym(void);
 RECAP_NO_SANITIZE_EARLY void *recap__dlopen(const char *file, int mode);
 RECAP_NO_SANITIZE_EARLY int recap__dlclose(void *handle);
 

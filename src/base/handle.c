@@ -6,10 +6,10 @@
 #include "base/lock.h"
 #include "base/ptrmap.h"
 
-static recap_lock_t live_lock = RECAP_LOCK_INIT;
-static recap_ptrmap_t live;
+static recap__lock_t live_lock = RECAP_LOCK_INIT;
+static recap__ptrmap_t live;
 
-void recap__handle_atfork(recap_atfork_t when)
+void recap__handle_atfork(recap__atfork_t when)
 {
     if (when == RECAP_ATFORK_PREPARE)
         recap__lock(&live_lock);

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * Handle validity. Each public object (generator, tracker, snapshot, states object, plain host,
+ * Handle validity. Each public object (generator, tracker, snapshot, states object, plain engine,
  * region, manager, checkpoint) starts with a magic number of its kind, poisoned when the
  * object is destroyed, so an entry point handed a forged handle, or one whose object is gone and
  * whose memory has not been reused, fails with RECAP_ERR_INVALID_ARG instead of taking a lock
@@ -24,7 +24,7 @@
 #define RECAP_MAGIC_TRACKER 0x4b435254u    /* "TRCK" */
 #define RECAP_MAGIC_SNAPSHOT 0x50414e53u   /* "SNAP" */
 #define RECAP_MAGIC_STATES 0x54415453u     /* "STAT" */
-#define RECAP_MAGIC_PLAIN_HOST 0x54534f48u /* "HOST" */
+#define RECAP_MAGIC_PLAIN_ENGINE 0x54534f48u /* "HOST" */
 #define RECAP_MAGIC_REGION 0x4e474552u     /* "REGN" */
 #define RECAP_MAGIC_MANAGER 0x5247414du    /* "MAGR" */
 #define RECAP_MAGIC_CHECKPOINT 0x54504b43u /* "CKPT" */
@@ -58,6 +58,6 @@ int recap__handle_live(const void *h, uint32_t magic);
                         "(destroyed already, or never created)", (void *)(h));               \
     } while (0)
 
-void recap__handle_atfork(recap_atfork_t when);
+void recap__handle_atfork(recap__atfork_t when);
 
 #endif

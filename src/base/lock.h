@@ -10,27 +10,39 @@
 
 #include <sched.h>
 
+/* A spin-wait hint: x86's pause, Arm's yield, else nothing (a compiler barrier). */
+static inline void recap__cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__) || defined(__arm__)
+    __asm__ __volatile__("yield" ::: "memory");
+#else
+    __asm__ __volatile__("" ::: "memory");
+#endif
+}
+
 typedef struct {
     int locked;
-} recap_lock_t;
+} recap__lock_t;
 
 #define RECAP_LOCK_INIT {0}
 
-static inline void recap__lock(recap_lock_t *l)
+static inline void recap__lock(recap__lock_t *l)
 {
     int spins = 0;
 
     while (__atomic_exchange_n(&l->locked, 1, __ATOMIC_ACQUIRE)) {
         while (__atomic_load_n(&l->locked, __ATOMIC_RELAXED)) {
             if (++spins < 64)
-                __builtin_ia32_pause();
+                recap__cpu_relax();
             else
                 sched_yield();
         }
     }
 }
 
-static inline void recap__unlock(recap_lock_t *l)
+static inline void recap__unlock(recap__lock_t *l)
 {
     __atomic_store_n(&l->locked, 0, __ATOMIC_RELEASE);
 }

@@ -52,7 +52,7 @@ __attribute__((constructor)) static void log_settings_at_load(void)
     recap__log_level();
 }
 
-void recap__log_atfork(recap_atfork_t when)
+void recap__log_atfork(recap__atfork_t when)
 {
     recap__atfork_mutex(&sink_lock, when);
     if (when == RECAP_ATFORK_CHILD && sink_per_process && sink_fd >= 0) {

@@ -17,7 +17,7 @@ int recap__log_level(void);
 void recap__log_write(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* A line on stderr whatever RECAP_LOG and RECAP_LOG_FILE say (warnings about recap's settings). */
 void recap__log_stderr(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-void recap__log_atfork(recap_atfork_t when);
+void recap__log_atfork(recap__atfork_t when);
 
 /* The level test is inline so a disabled log costs one load and a branch. */
 #define recap__log(level, ...)                       \

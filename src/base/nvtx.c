@@ -7,7 +7,7 @@
 
 #include "base/nvtx.h"
 
-/* The names a timeline shows, in recap_nvtx_t's order, each with its own color. */
+/* The names a timeline shows, in recap__nvtx_t's order, each with its own color. */
 static const struct {
     const char *name;
     uint32_t argb;
@@ -25,7 +25,7 @@ static void create_domain(void)
     domain = nvtxDomainCreateA("recap");
 }
 
-void recap__nvtx_push(recap_nvtx_t what)
+void recap__nvtx_push(recap__nvtx_t what)
 {
     nvtxEventAttributes_t a = {0};
 

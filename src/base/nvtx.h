@@ -19,14 +19,14 @@ typedef enum {
     RECAP_NVTX_REBUILD,    /* a region recomputed and its outputs rebuilt */
     RECAP_NVTX_RECOMPUTE,  /* a checkpoint recomputed at backward */
     RECAP_NVTX_COUNT
-} recap_nvtx_t;
+} recap__nvtx_t;
 
 #ifdef HAVE_NVTX3
 /* A range on the calling thread; every push is matched by a pop on the same thread. */
-void recap__nvtx_push(recap_nvtx_t what);
+void recap__nvtx_push(recap__nvtx_t what);
 void recap__nvtx_pop(void);
 #else
-static inline void recap__nvtx_push(recap_nvtx_t what)
+static inline void recap__nvtx_push(recap__nvtx_t what)
 {
     (void)what;
 }

@@ -20,7 +20,7 @@ static size_t hash(const void *p)
     return (size_t)x;
 }
 
-static size_t find_slot(const recap_ptrmap_t *m, const void *key)
+static size_t find_slot(const recap__ptrmap_t *m, const void *key)
 {
     size_t mask = m->cap - 1, i = hash(key) & mask;
 
@@ -29,7 +29,7 @@ static size_t find_slot(const recap_ptrmap_t *m, const void *key)
     return i;
 }
 
-void *recap__ptrmap_get(const recap_ptrmap_t *m, const void *key)
+void *recap__ptrmap_get(const recap__ptrmap_t *m, const void *key)
 {
     size_t i;
 
@@ -39,9 +39,9 @@ void *recap__ptrmap_get(const recap_ptrmap_t *m, const void *key)
     return m->keys[i] == key ? m->vals[i] : NULL;
 }
 
-static int rehash(recap_ptrmap_t *m, size_t cap)
+static int rehash(recap__ptrmap_t *m, size_t cap)
 {
-    recap_ptrmap_t n = {calloc(cap, sizeof(void *)), calloc(cap, sizeof(void *)), cap, 0, 0};
+    recap__ptrmap_t n = {calloc(cap, sizeof(void *)), calloc(cap, sizeof(void *)), cap, 0, 0};
     size_t i;
 
     if (n.keys == NULL || n.vals == NULL) {
@@ -63,7 +63,7 @@ static int rehash(recap_ptrmap_t *m, size_t cap)
     return 0;
 }
 
-void *recap__ptrmap_put(recap_ptrmap_t *m, void *key, void *val, int *failed)
+void *recap__ptrmap_put(recap__ptrmap_t *m, void *key, void *val, int *failed)
 {
     size_t i;
     void *old;
@@ -87,7 +87,7 @@ void *recap__ptrmap_put(recap_ptrmap_t *m, void *key, void *val, int *failed)
     return NULL;
 }
 
-void *recap__ptrmap_del(recap_ptrmap_t *m, const void *key)
+void *recap__ptrmap_del(recap__ptrmap_t *m, const void *key)
 {
     size_t i;
     void *old;
@@ -104,7 +104,7 @@ void *recap__ptrmap_del(recap_ptrmap_t *m, const void *key)
     return old;
 }
 
-void recap__ptrmap_free(recap_ptrmap_t *m)
+void recap__ptrmap_free(recap__ptrmap_t *m)
 {
     free(m->keys);
     free(m->vals);

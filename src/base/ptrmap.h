@@ -12,13 +12,13 @@ typedef struct {
     size_t cap;   /* power of two, or 0 */
     size_t used;  /* live + tombstones */
     size_t live;
-} recap_ptrmap_t;
+} recap__ptrmap_t;
 
-void *recap__ptrmap_get(const recap_ptrmap_t *m, const void *key);
+void *recap__ptrmap_get(const recap__ptrmap_t *m, const void *key);
 /* Inserts or replaces; returns the previous value (NULL if none), or sets *failed on OOM. */
-void *recap__ptrmap_put(recap_ptrmap_t *m, void *key, void *val, int *failed);
+void *recap__ptrmap_put(recap__ptrmap_t *m, void *key, void *val, int *failed);
 /* Removes and returns the value (NULL if absent). */
-void *recap__ptrmap_del(recap_ptrmap_t *m, const void *key);
-void recap__ptrmap_free(recap_ptrmap_t *m);
+void *recap__ptrmap_del(recap__ptrmap_t *m, const void *key);
+void recap__ptrmap_free(recap__ptrmap_t *m);
 
 #endif

@@ -10,62 +10,9 @@
 #include "capture/capture.h"
 #include "driver/driver.h"
 
-/* Driver calls made on behalf of a stream run in the context the stream belongs to. */
-recap_status_t recap__stream_device(CUstream stream, int *device_p)
-{
-    const recap_driver_t *drv;
-    CUcontext ctx = NULL, popped;
-    CUdevice dev = 0;
-    recap_status_t st;
-    CUresult rc;
-
-    st = recap__driver_get(&drv);
-    if (st != RECAP_OK)
-        return st;
-    rc = drv->cuStreamGetCtx(stream, &ctx);
-    if (rc == CUDA_ERROR_INVALID_CONTEXT && stream == NULL) {
-        *device_p = 0; /* the legacy stream before any context exists: device 0's */
-        return RECAP_OK;
-    }
-    if (rc != CUDA_SUCCESS)
-        return recap__cuda_fail(rc, "cuStreamGetCtx");
-    rc = drv->cuCtxPushCurrent(ctx);
-    if (rc != CUDA_SUCCESS)
-        return recap__cuda_fail(rc, "cuCtxPushCurrent");
-    rc = drv->cuCtxGetDevice(&dev);
-    drv->cuCtxPopCurrent(&popped);
-    if (rc != CUDA_SUCCESS)
-        return recap__cuda_fail(rc, "cuCtxGetDevice");
-    *device_p = (int)dev;
-    return RECAP_OK;
-}
-
-recap_status_t recap__stream_check_device(CUstream stream, int device)
-{
-    const recap_driver_t *drv;
-    const recap_device_t *dev;
-    CUcontext ctx = NULL;
-    int on;
-
-    /* The legacy and per-thread streams are the current context's: whichever that is, the
-     * work goes where the caller's context is, as with any kernel. */
-    if ((uintptr_t)stream <= (uintptr_t)CU_STREAM_PER_THREAD)
-        return RECAP_OK;
-    /* One call for the common case, a stream of the device's primary context. */
-    if (recap__driver_get(&drv) == RECAP_OK && recap__device_get(device, &dev) == RECAP_OK &&
-        drv->cuStreamGetCtx(stream, &ctx) == CUDA_SUCCESS && ctx == dev->ctx)
-        return RECAP_OK;
-    if (recap__stream_device(stream, &on) != RECAP_OK)
-        return RECAP_OK; /* unknown here: the launch reports it */
-    if (on != device)
-        return recap__fail(RECAP_ERR_WRONG_DEVICE, "stream %p is on device %d, the generator on "
-                           "device %d", (void *)stream, on, device);
-    return RECAP_OK;
-}
-
 /* The device whose context a graph call runs in: the graph's (recorded at capture) when recap
  * knows it, else the calling thread's current context's, else device 0. */
-static int graph_call_device(const recap_driver_t *drv, const void *handle)
+static int graph_call_device(const recap__driver_t *drv, const void *handle)
 {
     int device = recap__graph_device(handle);
     CUcontext ctx = NULL;
@@ -81,15 +28,15 @@ static int graph_call_device(const recap_driver_t *drv, const void *handle)
     return 0;
 }
 
-static const recap_driver_t *drv_or_null(void)
+static const recap__driver_t *drv_or_null(void)
 {
-    const recap_driver_t *drv = NULL;
+    const recap__driver_t *drv = NULL;
 
     return recap__driver_graphs(&drv) == RECAP_OK ? drv : NULL;
 }
 
 #define NEED_DRIVER(drv)                                  \
-    const recap_driver_t *drv = drv_or_null();            \
+    const recap__driver_t *drv = drv_or_null();            \
     if (drv == NULL)                                      \
         return recap__driver_graphs(&drv)
 
@@ -129,9 +76,9 @@ recap_status_t recap_stream_synchronize(recap_stream_t stream)
 
 /* Ends a capture recap began but cannot follow and drops its graph, so a failed begin leaves the
  * stream as it found it. The caller's error stays the one reported. */
-static void abandon_capture(const recap_driver_t *drv, CUstream stream, int device)
+static void abandon_capture(const recap__driver_t *drv, CUstream stream, int device)
 {
-    const recap_device_t *dev;
+    const recap__device_t *dev;
     CUgraph g = NULL;
     int pushed = 0;
 
@@ -180,7 +127,7 @@ recap_status_t recap_stream_end_capture(recap_stream_t stream, recap_graph_t *gr
      * then report (the graph is destroyed: its replays would repeat numbers). */
     wst = recap_capture_will_end(stream);
     {
-        const recap_device_t *dev;
+        const recap__device_t *dev;
         int pushed = 0;
         if (device >= 0 && recap__device_get(device, &dev) == RECAP_OK)
             recap__ctx_enter(dev, &pushed);
@@ -215,7 +162,7 @@ recap_status_t recap_graph_instantiate(recap_graph_t graph, recap_graph_exec_t *
      * replay would repeat the same numbers. */
     st = recap_graph_instantiated(graph, e);
     if (st != RECAP_OK) {
-        const recap_device_t *dev;
+        const recap__device_t *dev;
         char why[256];
         int pushed = 0;
 
@@ -255,7 +202,7 @@ recap_status_t recap_graph_launch(recap_graph_exec_t exec, recap_stream_t stream
     if (st != RECAP_OK)
         return st;
     {
-        const recap_device_t *dev;
+        const recap__device_t *dev;
         int pushed = 0;
 
         st = recap__device_get(graph_call_device(drv, exec), &dev);
@@ -278,10 +225,10 @@ recap_status_t recap_graph_launch(recap_graph_exec_t exec, recap_stream_t stream
 /* A destroy the driver refuses (cuGraphExecDestroy inside a global capture of this thread, say)
  * leaves the handle alive, and its launches must keep advancing the generators: recap's record
  * goes only with the handle (capture.h, recap__record_take). */
-static recap_status_t destroy_handle(const recap_driver_t *drv, void *handle, int exec)
+static recap_status_t destroy_handle(const recap__driver_t *drv, void *handle, int exec)
 {
-    const recap_device_t *dev;
-    recap_rng_record_t *rec;
+    const recap__device_t *dev;
+    recap__rng_record_t *rec;
     recap_status_t st;
     CUresult rc;
     int pushed;

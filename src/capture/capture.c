@@ -6,7 +6,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "base/atfork.h"
 #include "base/error.h"
 #include "base/lock.h"
 #include "base/log.h"
@@ -20,35 +19,35 @@
  * not disturb each other.
  */
 typedef struct {
-    recap_genstate_t *gs; /* referenced while the capture lives */
+    recap__genstate_t *gs; /* referenced while the capture lives */
     uint64_t rel;
 } capture_entry_t;
 
-struct recap_capture {
+struct recap__capture {
     CUstream stream;
     uint64_t id;
     int device;
     pthread_t thread;
-    recap_lock_t lock;
+    recap__lock_t lock;
     capture_entry_t *e;
     size_t n, cap;
     char poison[200];
-    struct recap_capture *next;
+    struct recap__capture *next;
 };
 
 int recap__ncaptures;
 static pthread_mutex_t caps_lock = PTHREAD_MUTEX_INITIALIZER;
-static recap_capture_t *caps_head;
-static _Thread_local recap_capture_t *thread_cap;
+static recap__capture_t *caps_head;
+static _Thread_local recap__capture_t *thread_cap;
 
-recap_capture_t *recap__capture_of_thread(void)
+recap__capture_t *recap__capture_of_thread(void)
 {
     return thread_cap;
 }
 
-static recap_capture_t *find_locked(CUstream stream, uint64_t id, int by_id)
+static recap__capture_t *find_locked(CUstream stream, uint64_t id, int by_id)
 {
-    recap_capture_t *c;
+    recap__capture_t *c;
 
     for (c = caps_head; c != NULL; c = c->next)
         if (by_id ? c->id == id : c->stream == stream)
@@ -56,13 +55,13 @@ static recap_capture_t *find_locked(CUstream stream, uint64_t id, int by_id)
     return NULL;
 }
 
-recap_status_t recap__capture_of_stream(CUstream stream, recap_capture_t **cap_p)
+recap_status_t recap__capture_of_stream(CUstream stream, recap__capture_t **cap_p)
 {
-    const recap_driver_t *drv;
+    const recap__driver_t *drv;
     CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
     cuuint64_t id = 0;
     recap_status_t st;
-    recap_capture_t *c;
+    recap__capture_t *c;
     CUresult rc;
 
     st = recap__driver_get(&drv);
@@ -92,7 +91,7 @@ recap_status_t recap__capture_of_stream(CUstream stream, recap_capture_t **cap_p
     return RECAP_OK;
 }
 
-static capture_entry_t *entry_of(recap_capture_t *c, recap_genstate_t *gs, int create)
+static capture_entry_t *entry_of(recap__capture_t *c, recap__genstate_t *gs, int create)
 {
     size_t i;
 
@@ -115,7 +114,7 @@ static capture_entry_t *entry_of(recap_capture_t *c, recap_genstate_t *gs, int c
     return &c->e[c->n++];
 }
 
-recap_status_t recap__capture_draw(recap_capture_t *cap, recap_genstate_t *gs, uint64_t inc,
+recap_status_t recap__capture_draw(recap__capture_t *cap, recap__genstate_t *gs, uint64_t inc,
                                    recap_philox_args_t *args)
 {
     uint64_t slot = __atomic_load_n(&gs->slot, __ATOMIC_ACQUIRE);
@@ -154,9 +153,9 @@ recap_status_t recap__capture_draw(recap_capture_t *cap, recap_genstate_t *gs, u
  * caps_lock held, so the capture cannot end meanwhile; returns it with its own lock held (the
  * caller unlocks): its entries grow, and move, under that lock as its thread draws.
  */
-static recap_capture_t *capture_of_state(recap_genstate_t *gs, int create, capture_entry_t **e_p)
+static recap__capture_t *capture_of_state(recap__genstate_t *gs, int create, capture_entry_t **e_p)
 {
-    recap_capture_t *c = thread_cap;
+    recap__capture_t *c = thread_cap;
 
     if (c != NULL && c->device == gs->device) {
         recap__lock(&c->lock);
@@ -183,10 +182,10 @@ static recap_capture_t *capture_of_state(recap_genstate_t *gs, int create, captu
     return NULL;
 }
 
-int recap__capture_rel_get(recap_genstate_t *gs, uint64_t *rel)
+int recap__capture_rel_get(recap__genstate_t *gs, uint64_t *rel)
 {
     capture_entry_t *e = NULL;
-    recap_capture_t *c;
+    recap__capture_t *c;
 
     pthread_mutex_lock(&caps_lock);
     c = capture_of_state(gs, 0, &e);
@@ -198,7 +197,7 @@ int recap__capture_rel_get(recap_genstate_t *gs, uint64_t *rel)
     return c != NULL;
 }
 
-static void poison(recap_capture_t *c, const char *why)
+static void poison(recap__capture_t *c, const char *why)
 {
     if (c->poison[0] == '\0') {
         snprintf(c->poison, sizeof(c->poison), "%s", why);
@@ -206,10 +205,10 @@ static void poison(recap_capture_t *c, const char *why)
     }
 }
 
-int recap__capture_rel_set(recap_genstate_t *gs, uint64_t rel, int seed_changed)
+int recap__capture_rel_set(recap__genstate_t *gs, uint64_t rel, int seed_changed)
 {
     capture_entry_t *e = NULL;
-    recap_capture_t *c;
+    recap__capture_t *c;
 
     pthread_mutex_lock(&caps_lock);
     c = capture_of_state(gs, 1, &e);
@@ -246,10 +245,10 @@ recap_status_t recap_capture_will_begin(recap_stream_t stream, recap_capture_mod
 
 recap_status_t recap_capture_began(recap_stream_t stream)
 {
-    const recap_driver_t *drv;
+    const recap__driver_t *drv;
     CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
     cuuint64_t id = 0;
-    recap_capture_t *c;
+    recap__capture_t *c;
     recap_status_t st;
     CUresult rc;
     int device;
@@ -294,20 +293,16 @@ recap_status_t recap_capture_began(recap_stream_t stream)
 
 /* Captures the advance node: adds each state's increment to its slot at the end of every
  * launch of the graph. */
-static recap_status_t capture_advance_node(recap_capture_t *c)
+static recap_status_t capture_advance_node(recap__capture_t *c)
 {
-    const recap_device_t *dev;
-    const recap_driver_t *drv;
-    recap_advance_params_t p;
+    const recap__device_t *dev;
+    const recap__driver_t *drv;
+    recap__advance_params_t p;
     recap_status_t st = RECAP_OK;
     size_t i = 0;
     int pushed;
 
-    st = recap__device_get(c->device, &dev);
-    if (st != RECAP_OK)
-        return st;
-    recap__driver_get(&drv);
-    st = recap__ctx_enter(dev, &pushed);
+    st = recap__device_enter(c->device, &dev, &drv, &pushed);
     if (st != RECAP_OK)
         return st;
     while (i < c->n && st == RECAP_OK) {
@@ -335,7 +330,7 @@ static recap_status_t capture_advance_node(recap_capture_t *c)
 
 recap_status_t recap_capture_will_end(recap_stream_t stream)
 {
-    recap_capture_t *c;
+    recap__capture_t *c;
     recap_status_t st = recap__events_check_caller("recap_capture_will_end");
 
     if (st != RECAP_OK)
@@ -348,7 +343,7 @@ recap_status_t recap_capture_will_end(recap_stream_t stream)
     return capture_advance_node(c);
 }
 
-static void capture_free(recap_capture_t *c)
+static void capture_free(recap__capture_t *c)
 {
     size_t i;
 
@@ -359,9 +354,9 @@ static void capture_free(recap_capture_t *c)
 }
 
 /* The thread's next most recent capture, when it runs several at once. */
-static recap_capture_t *other_capture_of_thread(pthread_t self)
+static recap__capture_t *other_capture_of_thread(pthread_t self)
 {
-    recap_capture_t *c;
+    recap__capture_t *c;
 
     for (c = caps_head; c != NULL; c = c->next)
         if (pthread_equal(c->thread, self))
@@ -371,8 +366,8 @@ static recap_capture_t *other_capture_of_thread(pthread_t self)
 
 static recap_status_t capture_end(recap_stream_t stream, recap_graph_t graph)
 {
-    recap_capture_t **pp, *c;
-    recap_rng_record_t *rec;
+    recap__capture_t **pp, *c;
+    recap__rng_record_t *rec;
     recap_status_t st = RECAP_OK;
     size_t i, n = 0;
 
@@ -426,7 +421,7 @@ recap_status_t recap_capture_ended(recap_stream_t stream, recap_graph_t graph)
 
 /* ------------------------------------------------------------------ fork */
 
-void recap__capture_atfork(recap_atfork_t when)
+void recap__capture_atfork(recap__atfork_t when)
 {
     recap__atfork_mutex(&caps_lock, when);
 }
@@ -435,7 +430,7 @@ void recap__capture_atfork(recap_atfork_t when)
  * belong to no thread now and are dropped (their streams are the parent's business). */
 void recap__capture_atfork_child(void)
 {
-    recap_capture_t **pp = &caps_head, *c, *dropped = NULL;
+    recap__capture_t **pp = &caps_head, *c, *dropped = NULL;
     pthread_t self = pthread_self();
     int n = 0;
 

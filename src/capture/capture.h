@@ -11,21 +11,22 @@
 #include <cuda.h>
 #include <stdint.h>
 
+#include "base/atfork.h"
 #include "recap.h"
 #include "rng/generator.h"
 
 /* ---- device slots and priming (slots.c) */
 
 /* Registers a device generator state so priming finds it; unregisters and frees its slot. */
-void recap__slots_register(recap_genstate_t *gs);
-void recap__slots_unregister(recap_genstate_t *gs);
+void recap__slots_register(recap__genstate_t *gs);
+void recap__slots_unregister(recap__genstate_t *gs);
 /* Gives every registered state of `device` a slot, allocating under the relaxed capture mode
  * for this thread so no capture in progress is disturbed. */
 recap_status_t recap__slots_prime(int device);
 
 /* ---- captures (capture.c) */
 
-typedef struct recap_capture recap_capture_t;
+typedef struct recap__capture recap__capture_t;
 
 /* Captures recap knows to be running in the process: 0 makes every capture check one load. */
 extern int recap__ncaptures;
@@ -34,41 +35,41 @@ static inline int recap__captures_running(void)
     return __atomic_load_n(&recap__ncaptures, __ATOMIC_RELAXED) != 0;
 }
 /* The capture the calling thread reported (began) and has not ended, or NULL. */
-recap_capture_t *recap__capture_of_thread(void);
+recap__capture_t *recap__capture_of_thread(void);
 /* The recap capture recording `stream`: *cap_p = NULL when the stream is not capturing.
  * RECAP_ERR_NOT_REGISTERED when it captures but recap was never told of that capture. */
-recap_status_t recap__capture_of_stream(CUstream stream, recap_capture_t **cap_p);
+recap_status_t recap__capture_of_stream(CUstream stream, recap__capture_t **cap_p);
 /* Hands out captured Philox arguments for `inc` values per thread from gs (locked by caller):
  * RECAP_ERR_NOT_REGISTERED when gs was not primed. */
-recap_status_t recap__capture_draw(recap_capture_t *cap, recap_genstate_t *gs, uint64_t inc,
+recap_status_t recap__capture_draw(recap__capture_t *cap, recap__genstate_t *gs, uint64_t inc,
                                    recap_philox_args_t *args);
 /* gs's offset relative to the running capture it takes part in (the calling thread's first, then
  * any other thread's): snapshots and forks inside a capture save and restore capture-relative
  * offsets, also from a framework's backward worker threads. Returns 1 and sets *rel when gs is
  * in a running capture. */
-int recap__capture_rel_get(recap_genstate_t *gs, uint64_t *rel);
+int recap__capture_rel_get(recap__genstate_t *gs, uint64_t *rel);
 /* Sets gs's capture-relative offset in the capture it takes part in (or the calling thread's,
  * creating its entry when gs is primed). A seed change cannot be replayed: `seed_changed` marks
  * that capture as failed, with the reason recap_capture_ended reports. Returns 1 when handled,
  * 0 when no capture applies. */
-int recap__capture_rel_set(recap_genstate_t *gs, uint64_t rel, int seed_changed);
+int recap__capture_rel_set(recap__genstate_t *gs, uint64_t rel, int seed_changed);
 
 /* ---- graphs (graphs.c) */
 
 /* Records what a finished capture drew: each state and its increment per launch. */
-typedef struct recap_rng_record recap_rng_record_t;
-recap_status_t recap__graphs_attach(CUgraph graph, recap_rng_record_t *rec);
-recap_rng_record_t *recap__record_new(int device, size_t n);
+typedef struct recap__rng_record recap__rng_record_t;
+recap_status_t recap__graphs_attach(CUgraph graph, recap__rng_record_t *rec);
+recap__rng_record_t *recap__record_new(int device, size_t n);
 /* The device of a graph or exec recap holds a record for, else -1. */
 int recap__graph_device(const void *graph_or_exec);
-void recap__record_set(recap_rng_record_t *rec, size_t i, recap_genstate_t *gs, uint64_t inc);
-void recap__record_unref(recap_rng_record_t *rec);
+void recap__record_set(recap__rng_record_t *rec, size_t i, recap__genstate_t *gs, uint64_t inc);
+void recap__record_unref(recap__rng_record_t *rec);
 /* Destroys: the record of a graph (exec = 0) or executable (exec = 1) comes out of recap's map
  * before the driver's destroy (NULL when there is none), and is put back when the driver refused
  * (the handle lives on and may launch) or dropped once it succeeded. Out of the map meanwhile, so
  * a handle value the driver hands out again at once cannot lose its new record. */
-recap_rng_record_t *recap__record_take(const void *handle, int exec);
-void recap__record_put_back(void *handle, int exec, recap_rng_record_t *rec);
+recap__rng_record_t *recap__record_take(const void *handle, int exec);
+void recap__record_put_back(void *handle, int exec, recap__rng_record_t *rec);
 
 /* ---- counters (graphs.c) */
 typedef enum {
@@ -78,8 +79,8 @@ typedef enum {
     RECAP_STAT_SLOT_WRITES,
     RECAP_STAT_STATES_PRIMED,
     RECAP_STAT_COUNT
-} recap_stat_t;
-void recap__stat_add(recap_stat_t which, uint64_t n);
+} recap__stat_t;
+void recap__stat_add(recap__stat_t which, uint64_t n);
 
 /* ---- subscribers (subscribers.c) */
 
@@ -104,12 +105,13 @@ uint64_t recap__events_subscribed(void);
 /* RECAP_ERR_STATE when a subscriber's callback makes the host's own capture calls. */
 recap_status_t recap__events_check_caller(const char *what);
 
-/* ---- driver helpers (device_of.c) */
-
-/* The device a stream belongs to (NULL stream: the current context's device, else 0). */
-recap_status_t recap__stream_device(CUstream stream, int *device_p);
-/* RECAP_ERR_WRONG_DEVICE when `stream` belongs to another device than `device`; the legacy and
- * per-thread streams, and a stream the driver cannot place, pass. */
-recap_status_t recap__stream_check_device(CUstream stream, int device);
+/* ---- fork handlers (called by src/process/atfork.c) */
+void recap__capture_probe_atfork(recap__atfork_t when); /* probe.c */
+void recap__slots_atfork(recap__atfork_t when);
+void recap__capture_atfork(recap__atfork_t when);
+void recap__graphs_atfork(recap__atfork_t when);
+void recap__events_atfork(recap__atfork_t when);        /* subscribers.c */
+/* In the child, once every lock is released: drops the captures of the threads that are gone. */
+void recap__capture_atfork_child(void);
 
 #endif

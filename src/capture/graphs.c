@@ -5,7 +5,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "base/atfork.h"
 #include "base/error.h"
 #include "base/nvtx.h"
 #include "base/log.h"
@@ -19,35 +18,35 @@
  * shared (reference counted) by the graph, its clones and every exec instantiated from them, so
  * each keeps working after the others are destroyed.
  */
-struct recap_rng_record {
+struct recap__rng_record {
     int refs;
     int device;
     size_t n;
     struct {
-        recap_genstate_t *gs;
+        recap__genstate_t *gs;
         uint64_t inc;
     } e[];
 };
 
 static uint64_t stats[RECAP_STAT_COUNT];
 
-void recap__stat_add(recap_stat_t which, uint64_t n)
+void recap__stat_add(recap__stat_t which, uint64_t n)
 {
     __atomic_add_fetch(&stats[which], n, __ATOMIC_RELAXED);
 }
 
 static pthread_mutex_t map_lock = PTHREAD_MUTEX_INITIALIZER;
-static recap_ptrmap_t graphs; /* CUgraph -> record */
-static recap_ptrmap_t execs;  /* CUgraphExec -> record */
+static recap__ptrmap_t graphs; /* CUgraph -> record */
+static recap__ptrmap_t execs;  /* CUgraphExec -> record */
 
-void recap__graphs_atfork(recap_atfork_t when)
+void recap__graphs_atfork(recap__atfork_t when)
 {
     recap__atfork_mutex(&map_lock, when);
 }
 
-recap_rng_record_t *recap__record_new(int device, size_t n)
+recap__rng_record_t *recap__record_new(int device, size_t n)
 {
-    recap_rng_record_t *r = calloc(1, sizeof(*r) + n * sizeof(r->e[0]));
+    recap__rng_record_t *r = calloc(1, sizeof(*r) + n * sizeof(r->e[0]));
 
     if (r == NULL)
         return NULL;
@@ -57,21 +56,21 @@ recap_rng_record_t *recap__record_new(int device, size_t n)
     return r;
 }
 
-void recap__record_set(recap_rng_record_t *rec, size_t i, recap_genstate_t *gs, uint64_t inc)
+void recap__record_set(recap__rng_record_t *rec, size_t i, recap__genstate_t *gs, uint64_t inc)
 {
     recap__genstate_ref(gs);
     rec->e[i].gs = gs;
     rec->e[i].inc = inc;
 }
 
-static recap_rng_record_t *record_ref(recap_rng_record_t *r)
+static recap__rng_record_t *record_ref(recap__rng_record_t *r)
 {
     if (r != NULL)
         __atomic_add_fetch(&r->refs, 1, __ATOMIC_RELAXED);
     return r;
 }
 
-void recap__record_unref(recap_rng_record_t *r)
+void recap__record_unref(recap__rng_record_t *r)
 {
     size_t i;
 
@@ -84,9 +83,9 @@ void recap__record_unref(recap_rng_record_t *r)
 
 /* Puts rec under key in map, taking over the caller's reference; drops a previous record (a
  * handle value the driver reused after a destroy recap did not see). */
-static recap_status_t map_put(recap_ptrmap_t *map, void *key, recap_rng_record_t *rec)
+static recap_status_t map_put(recap__ptrmap_t *map, void *key, recap__rng_record_t *rec)
 {
-    recap_rng_record_t *old;
+    recap__rng_record_t *old;
     int failed;
 
     pthread_mutex_lock(&map_lock);
@@ -100,9 +99,9 @@ static recap_status_t map_put(recap_ptrmap_t *map, void *key, recap_rng_record_t
     return RECAP_OK;
 }
 
-static recap_rng_record_t *map_get(recap_ptrmap_t *map, const void *key)
+static recap__rng_record_t *map_get(recap__ptrmap_t *map, const void *key)
 {
-    recap_rng_record_t *r;
+    recap__rng_record_t *r;
 
     pthread_mutex_lock(&map_lock);
     r = record_ref(recap__ptrmap_get(map, key));
@@ -110,9 +109,9 @@ static recap_rng_record_t *map_get(recap_ptrmap_t *map, const void *key)
     return r;
 }
 
-static void map_drop(recap_ptrmap_t *map, const void *key)
+static void map_drop(recap__ptrmap_t *map, const void *key)
 {
-    recap_rng_record_t *r;
+    recap__rng_record_t *r;
 
     pthread_mutex_lock(&map_lock);
     r = recap__ptrmap_del(map, key);
@@ -122,7 +121,7 @@ static void map_drop(recap_ptrmap_t *map, const void *key)
 
 int recap__graph_device(const void *graph_or_exec)
 {
-    recap_rng_record_t *r;
+    recap__rng_record_t *r;
     int device = -1;
 
     pthread_mutex_lock(&map_lock);
@@ -135,7 +134,7 @@ int recap__graph_device(const void *graph_or_exec)
     return device;
 }
 
-recap_status_t recap__graphs_attach(CUgraph graph, recap_rng_record_t *rec)
+recap_status_t recap__graphs_attach(CUgraph graph, recap__rng_record_t *rec)
 {
     recap__stat_add(RECAP_STAT_GRAPHS_WITH_RNG, 1);
     return map_put(&graphs, graph, rec);
@@ -157,7 +156,7 @@ recap_status_t recap_capture_stats(recap_capture_stats_t *stats_p)
 
 recap_status_t recap_graph_instantiated(recap_graph_t graph, recap_graph_exec_t exec)
 {
-    recap_rng_record_t *r;
+    recap__rng_record_t *r;
     recap_status_t st;
 
     RECAP_CHECK_ARG(graph != NULL && exec != NULL, "NULL graph or exec");
@@ -175,7 +174,7 @@ recap_status_t recap_graph_instantiated(recap_graph_t graph, recap_graph_exec_t 
 
 recap_status_t recap_graph_cloned(recap_graph_t original, recap_graph_t clone)
 {
-    recap_rng_record_t *r;
+    recap__rng_record_t *r;
 
     RECAP_CHECK_ARG(original != NULL && clone != NULL, "NULL graph");
     if (recap__events_check_caller("recap_graph_cloned") != RECAP_OK)
@@ -186,9 +185,9 @@ recap_status_t recap_graph_cloned(recap_graph_t original, recap_graph_t clone)
     return map_put(&graphs, clone, r);
 }
 
-recap_rng_record_t *recap__record_take(const void *handle, int exec)
+recap__rng_record_t *recap__record_take(const void *handle, int exec)
 {
-    recap_rng_record_t *r;
+    recap__rng_record_t *r;
 
     pthread_mutex_lock(&map_lock);
     r = recap__ptrmap_del(exec ? &execs : &graphs, handle);
@@ -196,7 +195,7 @@ recap_rng_record_t *recap__record_take(const void *handle, int exec)
     return r;
 }
 
-void recap__record_put_back(void *handle, int exec, recap_rng_record_t *rec)
+void recap__record_put_back(void *handle, int exec, recap__rng_record_t *rec)
 {
     if (rec != NULL)
         map_put(exec ? &execs : &graphs, handle, rec);
@@ -230,20 +229,16 @@ recap_status_t recap_graph_exec_destroyed(recap_graph_exec_t exec)
 }
 
 /* Writes (seed, offset) into the slots that are stale, before the graph on the same stream. */
-static recap_status_t write_slots(int device, CUstream stream, recap_slot_write_params_t *p)
+static recap_status_t write_slots(int device, CUstream stream, recap__slot_write_params_t *p)
 {
-    const recap_device_t *dev;
-    const recap_driver_t *drv;
+    const recap__device_t *dev;
+    const recap__driver_t *drv;
     void *args[1] = {p};
     recap_status_t st;
     CUresult rc;
     int pushed;
 
-    st = recap__device_get(device, &dev);
-    if (st != RECAP_OK)
-        return st;
-    recap__driver_get(&drv);
-    st = recap__ctx_enter(dev, &pushed);
+    st = recap__device_enter(device, &dev, &drv, &pushed);
     if (st != RECAP_OK)
         return st;
     recap__stat_add(RECAP_STAT_SLOT_WRITES, 1);
@@ -256,15 +251,15 @@ static recap_status_t write_slots(int device, CUstream stream, recap_slot_write_
 }
 
 /* Advances the generators of record r for one launch on `stream`, writing stale slots. */
-static recap_status_t advance(recap_rng_record_t *r, recap_graph_exec_t exec, CUstream stream)
+static recap_status_t advance(recap__rng_record_t *r, recap_graph_exec_t exec, CUstream stream)
 {
-    recap_slot_write_params_t p;
+    recap__slot_write_params_t p;
     recap_status_t st = RECAP_OK;
     size_t i;
 
     p.count = 0;
     for (i = 0; i < r->n; i++) {
-        recap_genstate_t *gs = r->e[i].gs;
+        recap__genstate_t *gs = r->e[i].gs;
         uint64_t seed, base;
 
         recap__lock(&gs->slot_lock);
@@ -301,7 +296,7 @@ static recap_status_t advance(recap_rng_record_t *r, recap_graph_exec_t exec, CU
  */
 recap_status_t recap_graph_will_launch(recap_graph_exec_t exec, recap_stream_t stream)
 {
-    recap_rng_record_t *r;
+    recap__rng_record_t *r;
     recap_status_t st;
 
     RECAP_CHECK_ARG(exec != NULL, "exec is NULL");
@@ -322,7 +317,7 @@ recap_status_t recap_graph_will_launch(recap_graph_exec_t exec, recap_stream_t s
 
 recap_status_t recap_graph_launch_failed(recap_graph_exec_t exec)
 {
-    recap_rng_record_t *r;
+    recap__rng_record_t *r;
     size_t i;
 
     if (recap__events_check_caller("recap_graph_launch_failed") != RECAP_OK)

@@ -4,7 +4,6 @@
 #include <dlfcn.h>
 #include <pthread.h>
 
-#include "base/atfork.h"
 #include "base/dl.h"
 #include "base/error.h"
 #include "base/log.h"
@@ -19,7 +18,7 @@
 static pthread_mutex_t probe_lock = PTHREAD_MUTEX_INITIALIZER;
 static int probe_done, probe_needs;
 
-void recap__capture_probe_atfork(recap_atfork_t when)
+void recap__capture_probe_atfork(recap__atfork_t when)
 {
     recap__atfork_mutex(&probe_lock, when);
 }
@@ -37,7 +36,7 @@ static void *process_symbol(const char *name, void *fallback)
 
 static recap_status_t run_probe(int *needs_p)
 {
-    const recap_driver_t *drv;
+    const recap__driver_t *drv;
     begin_fn begin;
     end_fn end;
     destroy_fn destroy;

@@ -4,7 +4,6 @@
 #include <pthread.h>
 #include <stdlib.h>
 
-#include "base/atfork.h"
 #include "base/error.h"
 #include "base/nvtx.h"
 #include "base/log.h"
@@ -20,18 +19,18 @@
 #define MAX_DEVICES 64
 
 static pthread_mutex_t reg_lock = PTHREAD_MUTEX_INITIALIZER;
-static recap_genstate_t *reg_head;
+static recap__genstate_t *reg_head;
 static struct {
     uint64_t *free; /* free slot addresses */
     size_t nfree, cap;
 } pool[MAX_DEVICES];
 
-void recap__slots_atfork(recap_atfork_t when)
+void recap__slots_atfork(recap__atfork_t when)
 {
     recap__atfork_mutex(&reg_lock, when);
 }
 
-void recap__slots_register(recap_genstate_t *gs)
+void recap__slots_register(recap__genstate_t *gs)
 {
     if (gs->device < 0)
         return;
@@ -44,7 +43,7 @@ void recap__slots_register(recap_genstate_t *gs)
     pthread_mutex_unlock(&reg_lock);
 }
 
-void recap__slots_unregister(recap_genstate_t *gs)
+void recap__slots_unregister(recap__genstate_t *gs)
 {
     if (gs->device < 0)
         return;
@@ -65,8 +64,8 @@ void recap__slots_unregister(recap_genstate_t *gs)
  * invalidating that capture, as PyTorch's allocator does. */
 static recap_status_t grow_pool(int device)
 {
-    const recap_device_t *dev;
-    const recap_driver_t *drv;
+    const recap__device_t *dev;
+    const recap__driver_t *drv;
     CUstreamCaptureMode mode = CU_STREAM_CAPTURE_MODE_RELAXED;
     CUdeviceptr base = 0;
     recap_status_t st;
@@ -103,7 +102,7 @@ static recap_status_t grow_pool(int device)
 static recap_status_t prime(int device)
 {
     recap_status_t st = RECAP_OK;
-    recap_genstate_t *gs;
+    recap__genstate_t *gs;
     int primed = 0;
 
     if (device < 0 || device >= MAX_DEVICES)

@@ -12,8 +12,8 @@
 #include <sched.h>
 #include <stdlib.h>
 
-#include "base/atfork.h"
 #include "base/error.h"
+#include "base/symver.h"
 #include "base/log.h"
 #include "capture/capture.h"
 
@@ -139,6 +139,7 @@ recap_status_t recap_capture_subscribe(uint32_t events_mask, recap_capture_subsc
     *sub_p = s;
     return RECAP_OK;
 }
+RECAP__SINCE(recap_capture_subscribe, "RECAP_1.2");
 
 recap_status_t recap_capture_unsubscribe(recap_subscription_h sub)
 {
@@ -164,6 +165,7 @@ recap_status_t recap_capture_unsubscribe(recap_subscription_h sub)
     free(sub);
     return RECAP_OK;
 }
+RECAP__SINCE(recap_capture_unsubscribe, "RECAP_1.2");
 
 recap_status_t recap_capture_subscription_stats(recap_subscription_h sub, uint64_t *delivered_p,
                                                 uint64_t *failed_p)
@@ -173,6 +175,7 @@ recap_status_t recap_capture_subscription_stats(recap_subscription_h sub, uint64
     *failed_p = __atomic_load_n(&sub->failed, __ATOMIC_RELAXED);
     return RECAP_OK;
 }
+RECAP__SINCE(recap_capture_subscription_stats, "RECAP_1.2");
 
 recap_status_t recap_capture_subscribers(size_t *count_p)
 {
@@ -180,6 +183,7 @@ recap_status_t recap_capture_subscribers(size_t *count_p)
     *count_p = (size_t)__atomic_load_n(&nsubs, __ATOMIC_ACQUIRE);
     return RECAP_OK;
 }
+RECAP__SINCE(recap_capture_subscribers, "RECAP_1.2");
 
 uint64_t recap__events_subscribed(void)
 {
@@ -191,7 +195,7 @@ uint64_t recap__events_subscribed(void)
     return n;
 }
 
-void recap__events_atfork(recap_atfork_t when)
+void recap__events_atfork(recap__atfork_t when)
 {
     recap__atfork_mutex(&subs_lock, when);
 }

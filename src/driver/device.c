@@ -6,7 +6,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "base/atfork.h"
 #include "base/error.h"
 #include "base/log.h"
 #include "driver/driver.h"
@@ -21,18 +20,18 @@ static const char *const kernel_names[RECAP_K_COUNT] = {RECAP_KERNELS(KERNEL_NAM
 /* Devices are set up once each and then read without locking: `ready` is published with
  * release semantics after every field is written. */
 #define RECAP_MAX_DEVICES 64
-static recap_device_t devices[RECAP_MAX_DEVICES];
+static recap__device_t devices[RECAP_MAX_DEVICES];
 static int device_ready[RECAP_MAX_DEVICES];
 static pthread_mutex_t device_lock = PTHREAD_MUTEX_INITIALIZER;
 
-void recap__device_atfork(recap_atfork_t when)
+void recap__device_atfork(recap__atfork_t when)
 {
     recap__atfork_mutex(&device_lock, when);
 }
 
 recap_status_t recap__device_count(int *count_p)
 {
-    const recap_driver_t *drv;
+    const recap__driver_t *drv;
     recap_status_t st = recap__driver_get(&drv);
     CUresult rc;
     int n;
@@ -48,7 +47,7 @@ recap_status_t recap__device_count(int *count_p)
 
 /* Loads recap's kernels into the current context. On failure nothing stays loaded: a device
  * whose setup failed is set up again on its next use. */
-static recap_status_t load_kernels(const recap_driver_t *drv, recap_device_t *d)
+static recap_status_t load_kernels(const recap__driver_t *drv, recap__device_t *d)
 {
     char what[96];
     CUmodule mod;
@@ -72,7 +71,7 @@ static recap_status_t load_kernels(const recap_driver_t *drv, recap_device_t *d)
 
 /* Sets up one device: its primary context, retained for the life of the process once the setup
  * succeeded, and recap's kernels loaded in it. A failure releases the retain again. */
-static recap_status_t device_setup(const recap_driver_t *drv, int ordinal, recap_device_t *d)
+static recap_status_t device_setup(const recap__driver_t *drv, int ordinal, recap__device_t *d)
 {
     CUcontext cur = NULL;
     CUresult rc;
@@ -112,9 +111,9 @@ release:
     return st;
 }
 
-recap_status_t recap__device_get(int ordinal, const recap_device_t **dev_p)
+recap_status_t recap__device_get(int ordinal, const recap__device_t **dev_p)
 {
-    const recap_driver_t *drv;
+    const recap__driver_t *drv;
     recap_status_t st;
     int count;
 
@@ -144,9 +143,20 @@ recap_status_t recap__device_get(int ordinal, const recap_device_t **dev_p)
     return st;
 }
 
-recap_status_t recap__ctx_enter(const recap_device_t *dev, int *pushed_p)
+recap_status_t recap__device_enter(int device, const recap__device_t **dev_p,
+                                   const recap__driver_t **drv_p, int *pushed_p)
 {
-    const recap_driver_t *drv;
+    recap_status_t st = recap__device_get(device, dev_p);
+
+    if (st != RECAP_OK)
+        return st;
+    recap__driver_get(drv_p);
+    return recap__ctx_enter(*dev_p, pushed_p);
+}
+
+recap_status_t recap__ctx_enter(const recap__device_t *dev, int *pushed_p)
+{
+    const recap__driver_t *drv;
     CUcontext cur = NULL;
     CUresult rc;
 
@@ -165,7 +175,7 @@ recap_status_t recap__ctx_enter(const recap_device_t *dev, int *pushed_p)
 
 void recap__ctx_leave(int pushed)
 {
-    const recap_driver_t *drv;
+    const recap__driver_t *drv;
     CUcontext popped;
 
     if (pushed && recap__driver_get(&drv) == RECAP_OK)
@@ -181,7 +191,7 @@ recap_status_t recap_device_count(int *count_p)
 recap_status_t recap_device_info(int device, char *name, size_t name_len, int *cc_major_p,
                                  int *cc_minor_p, size_t *total_mem_p)
 {
-    const recap_driver_t *drv;
+    const recap__driver_t *drv;
     recap_status_t st;
     CUdevice dev;
     CUresult rc;

@@ -11,76 +11,22 @@
 #include "base/log.h"
 #include "driver/driver.h"
 
-static recap_driver_t driver;
+static recap__driver_t driver;
 static void *driver_lib;
 static pthread_once_t driver_once = PTHREAD_ONCE_INIT;
 static recap_status_t driver_status = RECAP_ERR_NO_DRIVER;
 static char driver_why[256];
 
-/* Each entry names the ABI version of the symbol cuda.h maps its macro to (e.g. cuMemAlloc is
- * cuMemAlloc_v2), so the behaviour matches what a program compiled against cuda.h gets. */
-#define DRV_SYM(field, name) {(void **)&driver.field, name, 0}
-/* Capture and graph entry points: without them recap still fills and tracks, and capture calls
- * report RECAP_ERR_UNSUPPORTED. */
-#define DRV_OPT(field, name) {(void **)&driver.field, name, 1}
-/* Entry points only recap-probe's checks and the stream-ordered host calls use: a missing one
- * is reported by the call that needs it. */
-#define DRV_EXTRA(field, name) {(void **)&driver.field, name, 2}
+/* The table driver_load resolves, made from the one list (driver/entry_points.h). */
+enum { DRV_REQUIRED, DRV_GRAPHS, DRV_EXTRA };
 static const struct {
     void **slot;
     const char *name;
-    int optional;
+    int kind;
 } driver_syms[] = {
-    DRV_SYM(cuInit, "cuInit"),
-    DRV_SYM(cuDriverGetVersion, "cuDriverGetVersion"),
-    DRV_SYM(cuGetErrorName, "cuGetErrorName"),
-    DRV_SYM(cuDeviceGetCount, "cuDeviceGetCount"),
-    DRV_SYM(cuDeviceGet, "cuDeviceGet"),
-    DRV_SYM(cuDeviceGetName, "cuDeviceGetName"),
-    DRV_SYM(cuDeviceGetAttribute, "cuDeviceGetAttribute"),
-    DRV_SYM(cuDeviceTotalMem, "cuDeviceTotalMem_v2"),
-    DRV_SYM(cuDevicePrimaryCtxRetain, "cuDevicePrimaryCtxRetain"),
-    DRV_SYM(cuDevicePrimaryCtxRelease, "cuDevicePrimaryCtxRelease_v2"),
-    DRV_SYM(cuCtxGetCurrent, "cuCtxGetCurrent"),
-    DRV_SYM(cuCtxPushCurrent, "cuCtxPushCurrent_v2"),
-    DRV_SYM(cuCtxPopCurrent, "cuCtxPopCurrent_v2"),
-    DRV_SYM(cuModuleLoadData, "cuModuleLoadData"),
-    DRV_SYM(cuModuleGetFunction, "cuModuleGetFunction"),
-    DRV_SYM(cuModuleUnload, "cuModuleUnload"),
-    DRV_SYM(cuLaunchKernel, "cuLaunchKernel"),
-    DRV_SYM(cuMemAlloc, "cuMemAlloc_v2"),
-    DRV_SYM(cuMemFree, "cuMemFree_v2"),
-    DRV_SYM(cuMemcpyHtoD, "cuMemcpyHtoD_v2"),
-    DRV_SYM(cuMemcpyDtoH, "cuMemcpyDtoH_v2"),
-    DRV_SYM(cuPointerGetAttributes, "cuPointerGetAttributes"),
-    DRV_SYM(cuStreamGetCtx, "cuStreamGetCtx"),
-    DRV_SYM(cuCtxGetDevice, "cuCtxGetDevice"),
-    DRV_SYM(cuStreamCreate, "cuStreamCreate"),
-    DRV_SYM(cuStreamDestroy, "cuStreamDestroy_v2"),
-    DRV_SYM(cuStreamSynchronize, "cuStreamSynchronize"),
-    DRV_OPT(cuStreamBeginCapture, "cuStreamBeginCapture_v2"),
-    DRV_OPT(cuStreamEndCapture, "cuStreamEndCapture"),
-    DRV_OPT(cuStreamGetCaptureInfo, "cuStreamGetCaptureInfo_v2"),
-    DRV_OPT(cuThreadExchangeStreamCaptureMode, "cuThreadExchangeStreamCaptureMode"),
-    DRV_OPT(cuGraphInstantiateWithFlags, "cuGraphInstantiateWithFlags"),
-    DRV_OPT(cuGraphLaunch, "cuGraphLaunch"),
-    DRV_OPT(cuGraphClone, "cuGraphClone"),
-    DRV_OPT(cuGraphDestroy, "cuGraphDestroy"),
-    DRV_OPT(cuGraphExecDestroy, "cuGraphExecDestroy"),
-    DRV_EXTRA(cuEventCreate, "cuEventCreate"),
-    DRV_EXTRA(cuEventRecord, "cuEventRecord"),
-    DRV_EXTRA(cuEventQuery, "cuEventQuery"),
-    DRV_EXTRA(cuEventDestroy, "cuEventDestroy_v2"),
-    DRV_EXTRA(cuGraphCreate, "cuGraphCreate"),
-    DRV_EXTRA(cuGraphUpload, "cuGraphUpload"),
-    DRV_EXTRA(cuStreamBeginCaptureToGraph, "cuStreamBeginCaptureToGraph"),
-    DRV_EXTRA(cuGraphConditionalHandleCreate, "cuGraphConditionalHandleCreate"),
-    DRV_EXTRA(cuMemsetD32Async, "cuMemsetD32Async"),
-    DRV_EXTRA(cuMemAllocHost, "cuMemAllocHost_v2"),
-    DRV_EXTRA(cuMemFreeHost, "cuMemFreeHost"),
-    DRV_EXTRA(cuMemcpyHtoDAsync, "cuMemcpyHtoDAsync_v2"),
-    DRV_EXTRA(cuMemcpyDtoHAsync, "cuMemcpyDtoHAsync_v2"),
-    DRV_EXTRA(cuLaunchHostFunc, "cuLaunchHostFunc"),
+#define DRIVER_SYM(kind, field, symbol, params) {(void **)&driver.field, symbol, DRV_##kind},
+    RECAP__DRIVER_ENTRY_POINTS(DRIVER_SYM)
+#undef DRIVER_SYM
 };
 
 static void driver_load(void)
@@ -100,7 +46,7 @@ static void driver_load(void)
     }
     for (i = 0; i < sizeof(driver_syms) / sizeof(driver_syms[0]); i++) {
         *driver_syms[i].slot = recap__dlsym(lib, driver_syms[i].name);
-        if (*driver_syms[i].slot == NULL && driver_syms[i].optional)
+        if (*driver_syms[i].slot == NULL && driver_syms[i].kind != DRV_REQUIRED)
             continue;
         if (*driver_syms[i].slot == NULL) {
             snprintf(driver_why, sizeof(driver_why), "%s lacks %s", path, driver_syms[i].name);
@@ -109,7 +55,7 @@ static void driver_load(void)
     }
     driver.has_graphs = 1;
     for (i = 0; i < sizeof(driver_syms) / sizeof(driver_syms[0]); i++)
-        if (driver_syms[i].optional == 1 && *driver_syms[i].slot == NULL)
+        if (driver_syms[i].kind == DRV_GRAPHS && *driver_syms[i].slot == NULL)
             driver.has_graphs = 0;
     rc = driver.cuInit(0);
     if (rc != CUDA_SUCCESS) {
@@ -128,7 +74,7 @@ void *recap__driver_lib(void)
     return driver_lib;
 }
 
-recap_status_t recap__driver_get(const recap_driver_t **drv_p)
+recap_status_t recap__driver_get(const recap__driver_t **drv_p)
 {
     pthread_once(&driver_once, driver_load);
     if (driver_status != RECAP_OK)
@@ -137,7 +83,7 @@ recap_status_t recap__driver_get(const recap_driver_t **drv_p)
     return RECAP_OK;
 }
 
-recap_status_t recap__driver_graphs(const recap_driver_t **drv_p)
+recap_status_t recap__driver_graphs(const recap__driver_t **drv_p)
 {
     recap_status_t st = recap__driver_get(drv_p);
 
@@ -160,7 +106,7 @@ recap_status_t recap__cuda_fail(CUresult rc, const char *what)
 
 recap_status_t recap_driver_version(int *version_p)
 {
-    const recap_driver_t *drv;
+    const recap__driver_t *drv;
     recap_status_t st;
     CUresult rc;
     int v;

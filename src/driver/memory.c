@@ -5,9 +5,9 @@
 #include "driver/driver.h"
 
 /* The driver table for RECAP_IN_DEVICE's calls (the device lookup loads it first). */
-static const recap_driver_t *drv_table(void)
+static const recap__driver_t *drv_table(void)
 {
-    const recap_driver_t *drv = NULL;
+    const recap__driver_t *drv = NULL;
 
     recap__driver_get(&drv);
     return drv;
@@ -45,10 +45,10 @@ recap_status_t recap_device_free(int device, void *ptr)
 static recap_status_t copy_to_device_and_wait(int device, void *dst, const void *src,
                                               size_t bytes)
 {
-    const recap_driver_t *drv = drv_table();
+    const recap__driver_t *drv = drv_table();
     CUstreamCaptureMode mode = CU_STREAM_CAPTURE_MODE_RELAXED;
     const char *what = "cuStreamCreate";
-    const recap_device_t *dev;
+    const recap__device_t *dev;
     recap_status_t st;
     CUstream s = NULL;
     CUresult rc;
@@ -100,7 +100,7 @@ recap_status_t recap_memcpy_to_host(int device, void *dst, const void *src, size
     return RECAP_OK;
 }
 
-int recap__pointer_device(const recap_driver_t *drv, const void *ptr)
+int recap__pointer_device(const recap__driver_t *drv, const void *ptr)
 {
     CUpointer_attribute attrs[2] = {CU_POINTER_ATTRIBUTE_MEMORY_TYPE,
                                     CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL};

@@ -7,11 +7,12 @@
 #include "config.h"
 
 #include "base/error.h"
+#include "base/symver.h"
 #include "driver/driver.h"
 
 /* The driver table, when it has the entry point `field`. */
 #define NEED_ENTRY(drv, field)                                                          \
-    const recap_driver_t *drv = NULL;                                                   \
+    const recap__driver_t *drv = NULL;                                                   \
     do {                                                                                \
         recap_status_t st_ = recap__driver_get(&drv);                                   \
         if (st_ != RECAP_OK)                                                            \
@@ -33,6 +34,7 @@ recap_status_t recap_host_alloc(int device, size_t bytes, void **ptr_p)
     *ptr_p = p;
     return RECAP_OK;
 }
+RECAP__SINCE(recap_host_alloc, "RECAP_1.1");
 
 recap_status_t recap_host_free(int device, void *ptr)
 {
@@ -41,6 +43,7 @@ recap_status_t recap_host_free(int device, void *ptr)
     RECAP_IN_DEVICE(device, "cuMemFreeHost", drv->cuMemFreeHost(ptr));
     return RECAP_OK;
 }
+RECAP__SINCE(recap_host_free, "RECAP_1.1");
 
 recap_status_t recap_memcpy_to_device_async(int device, void *dst, const void *src, size_t bytes,
                                             recap_stream_t stream)
@@ -56,6 +59,7 @@ recap_status_t recap_memcpy_to_device_async(int device, void *dst, const void *s
     }
     return RECAP_OK;
 }
+RECAP__SINCE(recap_memcpy_to_device_async, "RECAP_1.1");
 
 recap_status_t recap_memcpy_to_host_async(int device, void *dst, const void *src, size_t bytes,
                                           recap_stream_t stream)
@@ -71,6 +75,7 @@ recap_status_t recap_memcpy_to_host_async(int device, void *dst, const void *src
     }
     return RECAP_OK;
 }
+RECAP__SINCE(recap_memcpy_to_host_async, "RECAP_1.1");
 
 recap_status_t recap_stream_host_func(int device, recap_stream_t stream, void (*fn)(void *data),
                                       void *data)
@@ -81,3 +86,4 @@ recap_status_t recap_stream_host_func(int device, recap_stream_t stream, void (*
                     drv->cuLaunchHostFunc((CUstream)stream, fn, data));
     return RECAP_OK;
 }
+RECAP__SINCE(recap_stream_host_func, "RECAP_1.1");

@@ -2,12 +2,12 @@
 // The capture module's kernels (see capture_body.h), compiled into the same fatbin as the fills.
 #include "capture_body.h"
 
-extern "C" __global__ void recap_capture_advance(recap_advance_params_t p)
+extern "C" __global__ void recap_capture_advance(recap__advance_params_t p)
 {
-    recap_capture_advance_thread(&p, threadIdx.x, blockDim.x);
+    recap__capture_advance_thread(&p, threadIdx.x, blockDim.x);
 }
 
-extern "C" __global__ void recap_slot_write(recap_slot_write_params_t p)
+extern "C" __global__ void recap_slot_write(recap__slot_write_params_t p)
 {
-    recap_slot_write_thread(&p, threadIdx.x, blockDim.x);
+    recap__slot_write_thread(&p, threadIdx.x, blockDim.x);
 }

@@ -28,23 +28,23 @@
 /* Entries per launch; more slots take more launches. Keeps parameters well under 4 KiB. */
 #define RECAP_SLOTS_PER_LAUNCH 64
 
-typedef struct recap_advance_params {
+typedef struct recap__advance_params {
     uint64_t slot[RECAP_SLOTS_PER_LAUNCH]; /* device address of {seed, offset} */
     uint64_t inc[RECAP_SLOTS_PER_LAUNCH];
     uint32_t count;
     uint32_t reserved;
-} recap_advance_params_t;
+} recap__advance_params_t;
 
-typedef struct recap_slot_write_params {
+typedef struct recap__slot_write_params {
     uint64_t slot[RECAP_SLOTS_PER_LAUNCH];
     uint64_t seed[RECAP_SLOTS_PER_LAUNCH];
     uint64_t offset[RECAP_SLOTS_PER_LAUNCH];
     uint32_t count;
     uint32_t reserved;
-} recap_slot_write_params_t;
+} recap__slot_write_params_t;
 
 /* Both run with one block of RECAP_SLOTS_PER_LAUNCH threads; thread i owns entry i. */
-RECAP_CKFN void recap_capture_advance_thread(const recap_advance_params_t *p, uint64_t tid,
+RECAP_CKFN void recap__capture_advance_thread(const recap__advance_params_t *p, uint64_t tid,
                                              uint64_t nthreads)
 {
     (void)nthreads;
@@ -52,7 +52,7 @@ RECAP_CKFN void recap_capture_advance_thread(const recap_advance_params_t *p, ui
         ((uint64_t *)(uintptr_t)p->slot[tid])[1] += p->inc[tid];
 }
 
-RECAP_CKFN void recap_slot_write_thread(const recap_slot_write_params_t *p, uint64_t tid,
+RECAP_CKFN void recap__slot_write_thread(const recap__slot_write_params_t *p, uint64_t tid,
                                         uint64_t nthreads)
 {
     (void)nthreads;

@@ -17,9 +17,9 @@
 
 #define RECAP_FILL_KERNEL(name)                                                                \
     extern "C" __global__ void __launch_bounds__(1024, RECAP_FILL_MIN_BLOCKS)                  \
-        recap_fill_##name(const __grid_constant__ recap_fill_params_t p)                       \
+        recap_fill_##name(const __grid_constant__ recap__fill_params_t p)                       \
     {                                                                                          \
-        recap_fill_##name##_thread(&p, (uint64_t)blockIdx.x * blockDim.x + threadIdx.x,        \
+        recap__fill_##name##_thread(&p, (uint64_t)blockIdx.x * blockDim.x + threadIdx.x,        \
                                    (uint64_t)gridDim.x * blockDim.x);                          \
     }
 

@@ -6,7 +6,7 @@
  *
  * Layout (cuRAND's PHILOX4_32_10 generator, default ordering, generator offset 65536 * offset):
  * 32-bit word w lies in Philox block b = w / 4, drawn with counter (c lo, c hi, s, 0) where
- * c = b / 65536 + offset / 4 and s = b mod 65536, key = seed. Doubles: see recap_fill_f64_thread.
+ * c = b / 65536 + offset / 4 and s = b mod 65536, key = seed. Doubles: see recap__fill_f64_thread.
  */
 #ifndef RECAP_KERNELS_FILL_BODY_H
 #define RECAP_KERNELS_FILL_BODY_H
@@ -35,26 +35,26 @@
 /* Philox round keys: seed + r * (W0, W1) for rounds r = 0..9. */
 typedef struct {
     uint32_t k0[10], k1[10];
-} recap_fill_keys_t;
+} recap__fill_keys_t;
 
 /* The one by-value argument of every fill kernel. Outside a capture the host computes the round
  * keys into it: the kernel's XORs then read them from the constant bank (uniform registers on
  * sm_90), which frees the 20 registers per thread that keys computed in the kernel take; measured
  * on an H200 (bench/fill_explore), the fill goes from 0.93 to 0.95 x memset. Inside a capture the
  * seed is only known on the device: the _captured kernels compute them. */
-typedef struct recap_fill_params {
+typedef struct recap__fill_params {
     uint64_t dst; /* address of the first element */
     uint64_t n;   /* elements to write */
     recap_philox_args_t philox;
-    recap_fill_keys_t keys; /* valid when !philox.captured */
-} recap_fill_params_t;
+    recap__fill_keys_t keys; /* valid when !philox.captured */
+} recap__fill_params_t;
 
 /* Philox blocks per subsequence stride: cuRAND's generator spreads blocks over 65536 streams. */
 #define RECAP_FILL_SUBSEQUENCES 65536u
 
 /* The round keys of a seed; in a kernel (the captured path) pinned in registers, which measured
  * faster than letting the compiler re-derive them with adds in the loop. */
-RECAP_KFN_HD void recap_fill_keys(uint64_t seed, recap_fill_keys_t *k)
+RECAP_KFN_HD void recap__fill_keys(uint64_t seed, recap__fill_keys_t *k)
 {
     int r;
 
@@ -72,7 +72,7 @@ RECAP_KFN_HD void recap_fill_keys(uint64_t seed, recap_fill_keys_t *k)
 
 /* Philox4x32-10 of counter (c lo, c hi, s, 0) with precomputed keys; equal to
  * recap_philox4x32_10 (the tests compare them). 64-bit products compile to one wide multiply. */
-RECAP_KFN void recap_fill_philox(const recap_fill_keys_t *k, uint64_t c, uint32_t s, uint32_t out[4])
+RECAP_KFN void recap__fill_philox(const recap__fill_keys_t *k, uint64_t c, uint32_t s, uint32_t out[4])
 {
     uint32_t x0 = (uint32_t)c, x1 = (uint32_t)(c >> 32), x2 = s, x3 = 0;
     int r;
@@ -93,29 +93,29 @@ RECAP_KFN void recap_fill_philox(const recap_fill_keys_t *k, uint64_t c, uint32_
 /* 16-byte stores when aligned; the device path uses streaming stores (the data is not re-read
  * by this kernel, so it should not evict others' lines from L2). */
 #if defined(__CUDACC__)
-RECAP_KFN void recap_store_u4(uint64_t addr, const uint32_t w[4])
+RECAP_KFN void recap__store_u4(uint64_t addr, const uint32_t w[4])
 {
     __stcs((uint4 *)addr, make_uint4(w[0], w[1], w[2], w[3]));
 }
-RECAP_KFN void recap_store_f4(uint64_t addr, float a, float b, float c, float d)
+RECAP_KFN void recap__store_f4(uint64_t addr, float a, float b, float c, float d)
 {
     __stcs((float4 *)addr, make_float4(a, b, c, d));
 }
-RECAP_KFN void recap_store_d2(uint64_t addr, double a, double b)
+RECAP_KFN void recap__store_d2(uint64_t addr, double a, double b)
 {
     __stcs((double2 *)addr, make_double2(a, b));
 }
 #else
-RECAP_KFN void recap_store_u4(uint64_t addr, const uint32_t w[4])
+RECAP_KFN void recap__store_u4(uint64_t addr, const uint32_t w[4])
 {
     memcpy((void *)(uintptr_t)addr, w, 16);
 }
-RECAP_KFN void recap_store_f4(uint64_t addr, float a, float b, float c, float d)
+RECAP_KFN void recap__store_f4(uint64_t addr, float a, float b, float c, float d)
 {
     float v[4] = {a, b, c, d};
     memcpy((void *)(uintptr_t)addr, v, 16);
 }
-RECAP_KFN void recap_store_d2(uint64_t addr, double a, double b)
+RECAP_KFN void recap__store_d2(uint64_t addr, double a, double b)
 {
     double v[2] = {a, b};
     memcpy((void *)(uintptr_t)addr, v, 16);
@@ -127,35 +127,35 @@ enum { RECAP_FILL_KIND_U32, RECAP_FILL_KIND_F32, RECAP_FILL_KIND_F64 };
 /* The words of unit q (4 elements): one counter for u32/f32 (block q of cuRAND's layout), two
  * consecutive counters of one subsequence for f64 (curandGenerateUniformDouble's layout: unit q
  * uses subsequence q mod 65536, counters base + 2 (q / 65536) + 0, 1). */
-RECAP_KFN void recap_fill_unit_words(int kind, const recap_fill_keys_t *k, uint64_t base,
+RECAP_KFN void recap__fill_unit_words(int kind, const recap__fill_keys_t *k, uint64_t base,
                                      uint64_t q, uint32_t w[8])
 {
     if (kind == RECAP_FILL_KIND_F64) {
         uint64_t c = base + 2 * (q >> 16);
-        recap_fill_philox(k, c, (uint32_t)(q & 0xffffu), w);
-        recap_fill_philox(k, c + 1, (uint32_t)(q & 0xffffu), w + 4);
+        recap__fill_philox(k, c, (uint32_t)(q & 0xffffu), w);
+        recap__fill_philox(k, c + 1, (uint32_t)(q & 0xffffu), w + 4);
     } else {
-        recap_fill_philox(k, base + (q >> 16), (uint32_t)(q & 0xffffu), w);
+        recap__fill_philox(k, base + (q >> 16), (uint32_t)(q & 0xffffu), w);
     }
 }
 
 /* Writes unit q: one 16-byte store (two for doubles) when `whole` (the caller knows the unit is
  * 16-byte aligned and all inside the buffer), else element-wise up to n. */
-RECAP_KFN void recap_fill_unit_store(int kind, const recap_fill_params_t *p, int whole,
+RECAP_KFN void recap__fill_unit_store(int kind, const recap__fill_params_t *p, int whole,
                                      uint64_t q, const uint32_t w[8])
 {
     uint64_t i, first = 4 * q;
 
     if (kind == RECAP_FILL_KIND_U32) {
         if (whole) {
-            recap_store_u4(p->dst + 16 * q, w);
+            recap__store_u4(p->dst + 16 * q, w);
         } else {
             for (i = 0; i < 4 && first + i < p->n; i++)
                 ((uint32_t *)(uintptr_t)p->dst)[first + i] = w[i];
         }
     } else if (kind == RECAP_FILL_KIND_F32) {
         if (whole) {
-            recap_store_f4(p->dst + 16 * q, recap_philox_uniform(w[0]), recap_philox_uniform(w[1]),
+            recap__store_f4(p->dst + 16 * q, recap_philox_uniform(w[0]), recap_philox_uniform(w[1]),
                            recap_philox_uniform(w[2]), recap_philox_uniform(w[3]));
         } else {
             for (i = 0; i < 4 && first + i < p->n; i++)
@@ -166,8 +166,8 @@ RECAP_KFN void recap_fill_unit_store(int kind, const recap_fill_params_t *p, int
         for (i = 0; i < 4; i++)
             d[i] = recap_philox_uniform_double(w[2 * i], w[2 * i + 1]);
         if (whole) {
-            recap_store_d2(p->dst + 32 * q, d[0], d[1]);
-            recap_store_d2(p->dst + 32 * q + 16, d[2], d[3]);
+            recap__store_d2(p->dst + 32 * q, d[0], d[1]);
+            recap__store_d2(p->dst + 32 * q + 16, d[2], d[3]);
         } else {
             for (i = 0; i < 4 && first + i < p->n; i++)
                 ((double *)(uintptr_t)p->dst)[first + i] = d[i];
@@ -181,7 +181,7 @@ RECAP_KFN void recap_fill_unit_store(int kind, const recap_fill_params_t *p, int
  * kernel for both paths the library fill measured as slow as the captured body alone (0.925 x
  * memset against 0.947-0.950 with separate kernels, bench/RESULTS.md).
  */
-RECAP_KFN void recap_fill_thread(int kind, const recap_fill_params_t *p, uint64_t tid,
+RECAP_KFN void recap__fill_thread(int kind, const recap__fill_params_t *p, uint64_t tid,
                                  uint64_t nthreads)
 {
     uint64_t q, nunits = (p->n + 3) / 4, base = p->philox.offset >> 2;
@@ -194,8 +194,8 @@ RECAP_KFN void recap_fill_thread(int kind, const recap_fill_params_t *p, uint64_
     for (q = tid; q < nunits; q += nthreads) {
         uint32_t w[8];
 
-        recap_fill_unit_words(kind, &p->keys, base, q, w);
-        recap_fill_unit_store(kind, p, q < nwhole, q, w);
+        recap__fill_unit_words(kind, &p->keys, base, q, w);
+        recap__fill_unit_store(kind, p, q < nwhole, q, w);
     }
 }
 
@@ -204,38 +204,38 @@ RECAP_KFN void recap_fill_thread(int kind, const recap_fill_params_t *p, uint64_
  * the keys are computed here, and each thread takes two units per step so two independent Philox
  * chains are in flight (the fastest shape measured for keys in registers).
  */
-RECAP_KFN void recap_fill_thread_captured(int kind, const recap_fill_params_t *p, uint64_t tid,
+RECAP_KFN void recap__fill_thread_captured(int kind, const recap__fill_params_t *p, uint64_t tid,
                                           uint64_t nthreads)
 {
     uint64_t seed, offset, q, nunits = (p->n + 3) / 4;
     int aligned = (p->dst & 15u) == 0;
-    recap_fill_keys_t k;
+    recap__fill_keys_t k;
 
     recap_philox_unpack(&p->philox, &seed, &offset);
-    recap_fill_keys(seed, &k);
+    recap__fill_keys(seed, &k);
     for (q = tid; q < nunits; q += 2 * nthreads) {
         uint64_t q2 = q + nthreads;
         uint32_t w[8], w2[8];
 
-        recap_fill_unit_words(kind, &k, offset >> 2, q, w);
+        recap__fill_unit_words(kind, &k, offset >> 2, q, w);
         if (q2 < nunits)
-            recap_fill_unit_words(kind, &k, offset >> 2, q2, w2);
-        recap_fill_unit_store(kind, p, aligned && 4 * q + 4 <= p->n, q, w);
+            recap__fill_unit_words(kind, &k, offset >> 2, q2, w2);
+        recap__fill_unit_store(kind, p, aligned && 4 * q + 4 <= p->n, q, w);
         if (q2 < nunits)
-            recap_fill_unit_store(kind, p, aligned && 4 * q2 + 4 <= p->n, q2, w2);
+            recap__fill_unit_store(kind, p, aligned && 4 * q2 + 4 <= p->n, q2, w2);
     }
 }
 
 #define RECAP_FILL_THREAD_FNS(name, kind)                                                       \
-    RECAP_KFN void recap_fill_##name##_thread(const recap_fill_params_t *p, uint64_t tid,      \
+    RECAP_KFN void recap__fill_##name##_thread(const recap__fill_params_t *p, uint64_t tid,      \
                                               uint64_t nthreads)                               \
     {                                                                                          \
-        recap_fill_thread(kind, p, tid, nthreads);                                             \
+        recap__fill_thread(kind, p, tid, nthreads);                                             \
     }                                                                                          \
-    RECAP_KFN void recap_fill_##name##_captured_thread(const recap_fill_params_t *p,           \
+    RECAP_KFN void recap__fill_##name##_captured_thread(const recap__fill_params_t *p,           \
                                                        uint64_t tid, uint64_t nthreads)        \
     {                                                                                          \
-        recap_fill_thread_captured(kind, p, tid, nthreads);                                    \
+        recap__fill_thread_captured(kind, p, tid, nthreads);                                    \
     }
 RECAP_FILL_THREAD_FNS(u32, RECAP_FILL_KIND_U32)
 RECAP_FILL_THREAD_FNS(f32, RECAP_FILL_KIND_F32)

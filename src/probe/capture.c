@@ -19,7 +19,7 @@ static const struct {
 };
 
 /* A private non-blocking stream, so no other work of the process joins the probe's captures. */
-static int private_stream(recap_probe_dev_t *pd, recap_probe_out_t *out, CUstream *s)
+static int private_stream(recap__probe_dev_t *pd, recap__probe_out_t *out, CUstream *s)
 {
     char buf[32];
     CUresult rc = pd->drv->cuStreamCreate(s, CU_STREAM_NON_BLOCKING);
@@ -30,9 +30,9 @@ static int private_stream(recap_probe_dev_t *pd, recap_probe_out_t *out, CUstrea
 }
 
 /* Begins and ends an empty capture; says "<mode> ok" or why not. */
-static void empty_capture(recap_probe_dev_t *pd, recap_probe_out_t *out, CUstream s, int m)
+static void empty_capture(recap__probe_dev_t *pd, recap__probe_out_t *out, CUstream s, int m)
 {
-    const recap_driver_t *drv = pd->drv;
+    const recap__driver_t *drv = pd->drv;
     CUgraph graph = NULL;
     char buf[32];
     CUresult rc;
@@ -55,9 +55,9 @@ static void empty_capture(recap_probe_dev_t *pd, recap_probe_out_t *out, CUstrea
         drv->cuGraphDestroy(graph);
 }
 
-void recap__probe_capture_modes(recap_probe_out_t *out)
+void recap__probe_capture_modes(recap__probe_out_t *out)
 {
-    recap_probe_dev_t pd;
+    recap__probe_dev_t pd;
     CUstream s;
     size_t m;
 
@@ -75,7 +75,7 @@ void recap__probe_capture_modes(recap_probe_out_t *out)
 }
 
 /* The names of the entry points this driver lacks among those the event probe needs. */
-static int missing_event_api(const recap_driver_t *drv, recap_probe_out_t *out)
+static int missing_event_api(const recap__driver_t *drv, recap__probe_out_t *out)
 {
     if (drv->cuEventCreate != NULL && drv->cuEventRecord != NULL && drv->cuEventQuery != NULL &&
         drv->cuEventDestroy != NULL)
@@ -91,9 +91,9 @@ static int missing_event_api(const recap_driver_t *drv, recap_probe_out_t *out)
 
 /* Records `ev` on `s`, begins a global-mode capture on `s` (as PyTorch captures by default),
  * queries `ev` mid-capture and ends the capture; reports both result codes. */
-static void query_mid_capture(recap_probe_dev_t *pd, recap_probe_out_t *out, CUstream s, CUevent ev)
+static void query_mid_capture(recap__probe_dev_t *pd, recap__probe_out_t *out, CUstream s, CUevent ev)
 {
-    const recap_driver_t *drv = pd->drv;
+    const recap__driver_t *drv = pd->drv;
     CUresult rc, query, end;
     CUgraph graph = NULL;
     char b1[32], b2[32];
@@ -124,9 +124,9 @@ static void query_mid_capture(recap_probe_dev_t *pd, recap_probe_out_t *out, CUs
                          "generator before the capture begins, so it is not exposed");
 }
 
-void recap__probe_captured_event(recap_probe_out_t *out)
+void recap__probe_captured_event(recap__probe_out_t *out)
 {
-    recap_probe_dev_t pd;
+    recap__probe_dev_t pd;
     CUevent ev;
     CUstream s;
     char buf[32];

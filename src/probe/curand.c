@@ -56,7 +56,7 @@ enum { GEN_OK, GEN_NOT_CREATED, GEN_FAILED };
 
 /* Creates, seeds and runs a generator into `dst` (host or device memory to match `host`).
  * On failure *what names the call and *status_p holds its curandStatus_t. */
-static int generate(const curand_t *c, const recap_probe_words_t *w, int host, unsigned *dst,
+static int generate(const curand_t *c, const recap__probe_words_t *w, int host, unsigned *dst,
                     const char **what, int *status_p)
 {
     void *gen = NULL;
@@ -85,7 +85,7 @@ static int generate(const curand_t *c, const recap_probe_words_t *w, int host, u
 
 /* A generator that cannot even be created means this cuRAND cannot run here (no usable
  * runtime or device for it): not applicable. Anything failing after that is a failure. */
-static void generator_failed(recap_probe_out_t *out, const char *who, int how, const char *what,
+static void generator_failed(recap__probe_out_t *out, const char *who, int how, const char *what,
                              int st)
 {
     if (how == GEN_NOT_CREATED)
@@ -98,15 +98,15 @@ static void generator_failed(recap_probe_out_t *out, const char *who, int how, c
  * through another driver ($RECAP_CUDA_DRIVER, e.g. the test double) would mean nothing. */
 static int same_driver(void)
 {
-    const recap_driver_t *drv;
+    const recap__driver_t *drv;
     void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL | RTLD_NOLOAD);
 
     return h != NULL && recap__driver_get(&drv) == RECAP_OK &&
            recap__dlsym(h, "cuInit") == (void *)drv->cuInit;
 }
 
-static void device_generator(recap_probe_out_t *out, const curand_t *c,
-                             const recap_probe_words_t *w)
+static void device_generator(recap__probe_out_t *out, const curand_t *c,
+                             const recap__probe_words_t *w)
 {
     const char *who = "cuRAND device generator", *what;
     void *buf = NULL;
@@ -133,7 +133,7 @@ static void device_generator(recap_probe_out_t *out, const curand_t *c,
     recap_device_free(0, buf);
 }
 
-void recap__probe_curand(recap_probe_out_t *out, const recap_probe_words_t *w, int device)
+void recap__probe_curand(recap__probe_out_t *out, const recap__probe_words_t *w, int device)
 {
     curand_t c = {0};
     const char *what;

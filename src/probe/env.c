@@ -36,7 +36,7 @@ static int runtime_version(int *version_p, const char **path_p)
     return -1;
 }
 
-void recap__probe_driver(recap_probe_out_t *out)
+void recap__probe_driver(recap__probe_out_t *out)
 {
     char dbuf[16], rbuf[16];
     const char *rpath = NULL;
@@ -65,9 +65,9 @@ void recap__probe_driver(recap_probe_out_t *out)
                           "runtime <= %s)", dbuf);
 }
 
-void recap__probe_devices(recap_probe_out_t *out)
+void recap__probe_devices(recap__probe_out_t *out)
 {
-    const recap_device_t *dev;
+    const recap__device_t *dev;
     char name[128];
     int d, count = 0, major, minor;
     size_t mem;
@@ -96,7 +96,7 @@ void recap__probe_devices(recap_probe_out_t *out)
 
 /* The framework generators and capture subscribers this process registered (a framework that
  * runs the probe in its own process, e.g. from Python, sees its own). */
-static void probe_frameworks(recap_probe_out_t *out)
+static void probe_frameworks(recap__probe_out_t *out)
 {
     recap_framework_info_t info[8];
     size_t n = 0, subs = 0, i;
@@ -116,7 +116,7 @@ static void probe_frameworks(recap_probe_out_t *out)
 }
 
 /* CUPTI held by another subscriber: named when CUPTI names it (cuptiSubscribe_v2). */
-static void cupti_held(recap_probe_out_t *out)
+static void cupti_held(recap__probe_out_t *out)
 {
     char who[64] = "";
 
@@ -128,7 +128,7 @@ static void cupti_held(recap_probe_out_t *out)
         recap__probe_say(out, "; CUPTI: held by another subscriber (a profiler?)");
 }
 
-void recap__probe_hooks(recap_probe_out_t *out)
+void recap__probe_hooks(recap__probe_out_t *out)
 {
     recap_hooks_t hooks;
     recap_status_t st;
@@ -157,7 +157,7 @@ void recap__probe_hooks(recap_probe_out_t *out)
     probe_frameworks(out);
 }
 
-void recap__probe_registration(recap_probe_out_t *out)
+void recap__probe_registration(recap__probe_out_t *out)
 {
     recap_status_t st;
     int needs = 0;

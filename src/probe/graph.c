@@ -17,8 +17,8 @@
 #define MEMSET_WORD 0x5eedu
 
 typedef struct {
-    recap_probe_dev_t pd;
-    recap_probe_out_t *out;
+    recap__probe_dev_t pd;
+    recap__probe_out_t *out;
     CUstream s;
     CUdeviceptr mem; /* 4 bytes the memset node writes, MEMSET_WORD */
     int version;
@@ -45,7 +45,7 @@ static void feature_no(feat_t *f, const char *name, const char *why)
 /* Captures nothing into an existing graph: the capture must end with that same graph. */
 static void capture_to_graph(feat_t *f)
 {
-    const recap_driver_t *drv = f->pd.drv;
+    const recap__driver_t *drv = f->pd.drv;
     CUgraph g = NULL, got = NULL;
     CUresult rc;
     const char *call = "cuGraphCreate";
@@ -77,7 +77,7 @@ static void capture_to_graph(feat_t *f)
 
 static void conditional_nodes(feat_t *f)
 {
-    const recap_driver_t *drv = f->pd.drv;
+    const recap__driver_t *drv = f->pd.drv;
     CUgraphConditionalHandle handle;
     CUgraph g = NULL;
     CUresult rc;
@@ -101,7 +101,7 @@ static void conditional_nodes(feat_t *f)
 /* A graph of one memset node, captured on the probe's stream. */
 static CUresult memset_graph(feat_t *f, CUgraph *g, const char **call)
 {
-    const recap_driver_t *drv = f->pd.drv;
+    const recap__driver_t *drv = f->pd.drv;
     CUresult rc, end;
 
     *g = NULL;
@@ -127,7 +127,7 @@ static CUresult memset_graph(feat_t *f, CUgraph *g, const char **call)
  * first on the same stream). A graph that ran but wrote nothing fails with CUDA_ERROR_UNKNOWN. */
 static CUresult launch_and_check(feat_t *f, CUgraphExec e, const char **call)
 {
-    const recap_driver_t *drv = f->pd.drv;
+    const recap__driver_t *drv = f->pd.drv;
     unsigned int word = 0;
     CUresult rc;
 
@@ -155,7 +155,7 @@ static CUresult launch_and_check(feat_t *f, CUgraphExec e, const char **call)
 /* Instantiates the memset graph with `flags`, uploads it, launches it from the host and waits. */
 static void instantiate_upload_launch(feat_t *f, const char *name, unsigned long long flags)
 {
-    const recap_driver_t *drv = f->pd.drv;
+    const recap__driver_t *drv = f->pd.drv;
     CUgraph g = NULL;
     CUgraphExec e = NULL;
     const char *call;
@@ -182,7 +182,7 @@ static void instantiate_upload_launch(feat_t *f, const char *name, unsigned long
  * uploads and runs. Launching it from a kernel would need a kernel built with cudadevrt. */
 static void device_launch(feat_t *f)
 {
-    const recap_driver_t *drv = f->pd.drv;
+    const recap__driver_t *drv = f->pd.drv;
 
     if (f->version < 12000)
         feature_no(f, "device launch", "driver older than 12.0");
@@ -196,7 +196,7 @@ static void device_launch(feat_t *f)
 
 static void upload(feat_t *f)
 {
-    const recap_driver_t *drv = f->pd.drv;
+    const recap__driver_t *drv = f->pd.drv;
 
     if (drv->cuGraphUpload == NULL || drv->cuMemsetD32Async == NULL)
         feature_no(f, "upload", "driver lacks cuGraphUpload or cuMemsetD32Async");
@@ -207,7 +207,7 @@ static void upload(feat_t *f)
 /* Driver version, compute capability, a private stream and 4 bytes of device memory. */
 static CUresult feature_setup(feat_t *f)
 {
-    const recap_driver_t *drv = f->pd.drv;
+    const recap__driver_t *drv = f->pd.drv;
     CUresult rc = drv->cuDriverGetVersion(&f->version);
 
     if (rc == CUDA_SUCCESS)
@@ -222,7 +222,7 @@ static CUresult feature_setup(feat_t *f)
     return rc;
 }
 
-void recap__probe_graph_features(recap_probe_out_t *out)
+void recap__probe_graph_features(recap__probe_out_t *out)
 {
     feat_t f = {.out = out};
     char buf[32];

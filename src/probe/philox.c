@@ -6,6 +6,7 @@
 
 #include "base/error.h"
 #include "probe/probe.h"
+#include "rng/philox_kat.h"
 
 /*
  * The Philox self-test, from the most basic contract out: the block function against
@@ -20,23 +21,14 @@
 #define SEED 20261202ull
 #define OFFSET (4ull * 12345)
 
-/* Random123's kat_vectors for philox4x32 with 10 rounds: counter, key, answer. */
-static const uint32_t kat[3][10] = {
-    {0, 0, 0, 0, 0, 0, 0x6627e8d5, 0xe169c58d, 0xbc57ac4c, 0x9b00dbd8},
-    {0xffffffff, 0xffffffff, 0xffffffff, 0xffffffff, 0xffffffff, 0xffffffff, 0x408f276d,
-     0x41c83b0e, 0xa20bc7c6, 0x6d5451fd},
-    {0x243f6a88, 0x85a308d3, 0x13198a2e, 0x03707344, 0xa4093822, 0x299f31d0, 0xd16cfe09,
-     0x94fdcceb, 0x5001e420, 0x24126ea1},
-};
-
-static int known_answers(recap_probe_out_t *out)
+static int known_answers(recap__probe_out_t *out)
 {
     uint32_t got[4];
     int v;
 
-    for (v = 0; v < 3; v++) {
-        recap_philox4x32_10(kat[v], kat[v] + 4, got);
-        if (memcmp(got, kat[v] + 6, sizeof(got)) != 0) {
+    for (v = 0; v < RECAP__PHILOX_KAT_COUNT; v++) {
+        recap_philox4x32_10(recap__philox_kat[v], recap__philox_kat[v] + 4, got);
+        if (memcmp(got, recap__philox_kat[v] + 6, sizeof(got)) != 0) {
             recap__probe_fail(out, "Random123 vector %d: got %08x %08x %08x %08x", v, got[0],
                               got[1], got[2], got[3]);
             return -1;
@@ -66,7 +58,7 @@ static void reference_words(uint32_t *ref)
     }
 }
 
-void recap__probe_compare(recap_probe_out_t *out, const recap_probe_words_t *w, const char *who)
+void recap__probe_compare(recap__probe_out_t *out, const recap__probe_words_t *w, const char *who)
 {
     size_t i;
 
@@ -95,7 +87,7 @@ static recap_status_t seeded_generator(int device, recap_generator_h *gen_p)
     return st;
 }
 
-static void host_fill(recap_probe_out_t *out, recap_probe_words_t *w)
+static void host_fill(recap__probe_out_t *out, recap__probe_words_t *w)
 {
     recap_generator_h gen;
     uint64_t offset = 0;
@@ -119,7 +111,7 @@ static void host_fill(recap_probe_out_t *out, recap_probe_words_t *w)
         recap__probe_fail(out, " but its offset advanced to %llu", (unsigned long long)offset);
 }
 
-static void device_fill(recap_probe_out_t *out, recap_probe_words_t *w)
+static void device_fill(recap__probe_out_t *out, recap__probe_words_t *w)
 {
     recap_generator_h gen = NULL;
     void *buf = NULL;
@@ -143,9 +135,9 @@ static void device_fill(recap_probe_out_t *out, recap_probe_words_t *w)
 }
 
 /* Whether device 0 can be used; says why not when it cannot. */
-static int have_device(recap_probe_out_t *out)
+static int have_device(recap__probe_out_t *out)
 {
-    const recap_driver_t *drv;
+    const recap__driver_t *drv;
     int count = 0;
 
     if (recap__driver_get(&drv) != RECAP_OK) {
@@ -159,9 +151,9 @@ static int have_device(recap_probe_out_t *out)
     return 1;
 }
 
-void recap__probe_philox(recap_probe_out_t *out)
+void recap__probe_philox(recap__probe_out_t *out)
 {
-    recap_probe_words_t w = {.seed = SEED, .offset = OFFSET, .n = WORDS};
+    recap__probe_words_t w = {.seed = SEED, .offset = OFFSET, .n = WORDS};
     uint32_t *ref;
     int device;
 

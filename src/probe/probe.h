@@ -18,63 +18,63 @@
 #define RECAP_PROBE_DETAIL_MAX 1024
 
 /* A check's result while it runs: status and a detail line it appends to. */
-typedef struct recap_probe_out {
+typedef struct recap__probe_out {
     recap_probe_status_t status;
     char detail[RECAP_PROBE_DETAIL_MAX];
     size_t len;
-} recap_probe_out_t;
+} recap__probe_out_t;
 
 /* Appends formatted text to the detail (truncating, never overflowing). */
-void recap__probe_say(recap_probe_out_t *out, const char *fmt, ...)
+void recap__probe_say(recap__probe_out_t *out, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 /* Marks the check failed and appends the reason. */
-void recap__probe_fail(recap_probe_out_t *out, const char *fmt, ...)
+void recap__probe_fail(recap__probe_out_t *out, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 /* Test-only fault injection: whether $RECAP_PROBE_FAIL names this check (comma-separated). */
 int recap__probe_forced_failure(const char *check);
 /* "13.0" for 13000; buf holds at least 16 bytes. */
 const char *recap__probe_version(int version, char *buf, size_t len);
 /* The driver's name for a result code ("CUDA_ERROR_..."), or its number. */
-const char *recap__probe_cu_name(const recap_driver_t *drv, CUresult rc, char *buf, size_t len);
+const char *recap__probe_cu_name(const recap__driver_t *drv, CUresult rc, char *buf, size_t len);
 
 /* What device checks work with: the driver (with its capture and graph API) and device 0 with
  * its primary context current. The gate in registry.c has already made sure a driver and a
  * device exist. */
-typedef struct recap_probe_dev {
-    const recap_driver_t *drv;
+typedef struct recap__probe_dev {
+    const recap__driver_t *drv;
     CUdevice dev;
     CUcontext ctx;
-} recap_probe_dev_t;
+} recap__probe_dev_t;
 
 /* Pushes device 0's primary context; on failure fails `out` and returns non-zero. */
-int recap__probe_enter(recap_probe_dev_t *pd, recap_probe_out_t *out);
-void recap__probe_leave(recap_probe_dev_t *pd);
+int recap__probe_enter(recap__probe_dev_t *pd, recap__probe_out_t *out);
+void recap__probe_leave(recap__probe_dev_t *pd);
 
 /* The Philox self-test's reference: n words of the fill of state (seed, offset), computed from
  * the layout formula, and scratch room for n words of each implementation tested. */
-typedef struct recap_probe_words {
+typedef struct recap__probe_words {
     uint64_t seed, offset;
     size_t n;
     const uint32_t *ref;
     uint32_t *got;
-} recap_probe_words_t;
+} recap__probe_words_t;
 
 /* Compares w->got with the reference: appends "; <who> = reference", or fails naming the first
  * differing word. */
-void recap__probe_compare(recap_probe_out_t *out, const recap_probe_words_t *w, const char *who);
+void recap__probe_compare(recap__probe_out_t *out, const recap__probe_words_t *w, const char *who);
 /* The cuRAND parts of the philox check (curand.c): the host generator, and the device generator
  * when `device` says device 0 is usable through the driver cuRAND itself would use. */
-void recap__probe_curand(recap_probe_out_t *out, const recap_probe_words_t *w, int device);
+void recap__probe_curand(recap__probe_out_t *out, const recap__probe_words_t *w, int device);
 
 /* The checks (registry.c lists them). */
-void recap__probe_driver(recap_probe_out_t *out);
-void recap__probe_devices(recap_probe_out_t *out);
-void recap__probe_hooks(recap_probe_out_t *out);
-void recap__probe_registration(recap_probe_out_t *out);
-void recap__probe_capture_modes(recap_probe_out_t *out);
-void recap__probe_captured_event(recap_probe_out_t *out);
-void recap__probe_graph_features(recap_probe_out_t *out);
-void recap__probe_philox(recap_probe_out_t *out);
-void recap__probe_replay(recap_probe_out_t *out);
+void recap__probe_driver(recap__probe_out_t *out);
+void recap__probe_devices(recap__probe_out_t *out);
+void recap__probe_hooks(recap__probe_out_t *out);
+void recap__probe_registration(recap__probe_out_t *out);
+void recap__probe_capture_modes(recap__probe_out_t *out);
+void recap__probe_captured_event(recap__probe_out_t *out);
+void recap__probe_graph_features(recap__probe_out_t *out);
+void recap__probe_philox(recap__probe_out_t *out);
+void recap__probe_replay(recap__probe_out_t *out);
 
 #endif

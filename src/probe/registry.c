@@ -38,7 +38,7 @@ static const recap_probe_check_info_t infos[] = {
 /* ... and how it runs, in the same order. */
 static const struct {
     enum gate gate;
-    void (*run)(recap_probe_out_t *out);
+    void (*run)(recap__probe_out_t *out);
 } checks[] = {
     {GATE_NONE, recap__probe_driver},
     {GATE_DRIVER, recap__probe_devices},
@@ -114,9 +114,9 @@ static recap_status_t select_checks(const char *only, int selected[NCHECKS])
 
 /* Answers "not applicable" for a check whose gate is closed; returns 0 when it may run. Why
  * the driver did not load is said once per run (`said_why`), not on every row. */
-static int gated(enum gate gate, recap_probe_out_t *out, int *said_why)
+static int gated(enum gate gate, recap__probe_out_t *out, int *said_why)
 {
-    const recap_driver_t *drv;
+    const recap__driver_t *drv;
     int count = 0;
 
     if (gate == GATE_NONE)
@@ -138,7 +138,7 @@ static int gated(enum gate gate, recap_probe_out_t *out, int *said_why)
 }
 
 /* One block: the results, then their detail strings, so a single free releases everything. */
-static recap_status_t pack(recap_probe_out_t *outs, const int *selected, size_t n,
+static recap_status_t pack(recap__probe_out_t *outs, const int *selected, size_t n,
                            recap_probe_result_t **results_p)
 {
     size_t i, k = 0, bytes = n * sizeof(recap_probe_result_t);
@@ -169,7 +169,7 @@ static recap_status_t pack(recap_probe_out_t *outs, const int *selected, size_t 
 recap_status_t recap_probe_run(const char *only, recap_probe_result_t **results_p, size_t *count_p)
 {
     int selected[NCHECKS];
-    recap_probe_out_t *outs;
+    recap__probe_out_t *outs;
     recap_status_t st;
     size_t i, n = 0;
     int said_why;

@@ -70,7 +70,7 @@ static recap_status_t step_read(step_t *s, recap_stream_t stream, unsigned char 
 
 /* Launches K times, comparing each launch with an eager run of the twin. Returns 0 when all
  * matched; otherwise the detail says where it went wrong. */
-static int replays(recap_probe_out_t *out, step_t *w, step_t *twin, recap_graph_exec_t exec,
+static int replays(recap__probe_out_t *out, step_t *w, step_t *twin, recap_graph_exec_t exec,
                    recap_stream_t stream, unsigned char *buf)
 {
     unsigned char *got = buf, *want = buf + STEP_BYTES, *prev = buf + 2 * STEP_BYTES;
@@ -103,7 +103,7 @@ static int replays(recap_probe_out_t *out, step_t *w, step_t *twin, recap_graph_
 }
 
 /* Captures w's step on `stream`, instantiates it and checks its launches. */
-static void capture_and_replay(recap_probe_out_t *out, step_t *w, step_t *twin,
+static void capture_and_replay(recap__probe_out_t *out, step_t *w, step_t *twin,
                                recap_stream_t stream, unsigned char *buf)
 {
     recap_graph_t graph = NULL;
@@ -131,7 +131,7 @@ static void capture_and_replay(recap_probe_out_t *out, step_t *w, step_t *twin,
         recap_graph_destroy(graph);
 }
 
-void recap__probe_replay(recap_probe_out_t *out)
+void recap__probe_replay(recap__probe_out_t *out)
 {
     step_t w = {0}, twin = {0};
     recap_stream_t stream = NULL;

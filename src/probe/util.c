@@ -9,7 +9,7 @@
 #include "base/error.h"
 #include "probe/probe.h"
 
-static void say(recap_probe_out_t *out, const char *fmt, va_list ap)
+static void say(recap__probe_out_t *out, const char *fmt, va_list ap)
 {
     int n;
 
@@ -22,7 +22,7 @@ static void say(recap_probe_out_t *out, const char *fmt, va_list ap)
         out->len = sizeof(out->detail) - 1; /* truncated: vsnprintf kept the terminator */
 }
 
-void recap__probe_say(recap_probe_out_t *out, const char *fmt, ...)
+void recap__probe_say(recap__probe_out_t *out, const char *fmt, ...)
 {
     va_list ap;
 
@@ -31,7 +31,7 @@ void recap__probe_say(recap_probe_out_t *out, const char *fmt, ...)
     va_end(ap);
 }
 
-void recap__probe_fail(recap_probe_out_t *out, const char *fmt, ...)
+void recap__probe_fail(recap__probe_out_t *out, const char *fmt, ...)
 {
     va_list ap;
 
@@ -58,7 +58,7 @@ const char *recap__probe_version(int version, char *buf, size_t len)
     return buf;
 }
 
-const char *recap__probe_cu_name(const recap_driver_t *drv, CUresult rc, char *buf, size_t len)
+const char *recap__probe_cu_name(const recap__driver_t *drv, CUresult rc, char *buf, size_t len)
 {
     const char *name = NULL;
 
@@ -71,7 +71,7 @@ const char *recap__probe_cu_name(const recap_driver_t *drv, CUresult rc, char *b
 /* Device 0's primary context (the one recap and cudart-based hosts use), entered without
  * recap's kernels: driver-only checks must not fail because recap's kernels do not load. The
  * retain is kept, as recap keeps its own, for the life of the process. */
-int recap__probe_enter(recap_probe_dev_t *pd, recap_probe_out_t *out)
+int recap__probe_enter(recap__probe_dev_t *pd, recap__probe_out_t *out)
 {
     char buf[32];
     const char *what;
@@ -99,7 +99,7 @@ int recap__probe_enter(recap_probe_dev_t *pd, recap_probe_out_t *out)
     return 0;
 }
 
-void recap__probe_leave(recap_probe_dev_t *pd)
+void recap__probe_leave(recap__probe_dev_t *pd)
 {
     CUcontext popped;
 

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Replaying a recorded call: the copied argument values with each buffer argument replaced by
- * what the host says the function receives for the buffer of this run, then ffi_call.
+ * what the engine says the function receives for the buffer of this run, then ffi_call.
  */
 #include "config.h"
 
@@ -10,18 +10,18 @@
 #include "base/error.h"
 #include "region/region.h"
 
-recap_status_t recap__host_fail(recap_status_t st, const char *op, int arg)
+recap_status_t recap__engine_fail(recap_status_t st, const char *op, int arg)
 {
     char why[256];
 
     if (st == RECAP_OK)
         st = RECAP_ERR_INVALID_ARG; /* the operation "succeeded" without giving a buffer */
-    /* The host's message (if it set one through recap) is in the same buffer we write to. */
+    /* The engine's message (if it set one through recap) is in the same buffer we write to. */
     strncpy(why, recap_last_error(), sizeof(why) - 1);
     why[sizeof(why) - 1] = '\0';
     if (arg >= 0)
-        return recap__fail(st, "host operation %s (argument %d) failed: %s", op, arg, why);
-    return recap__fail(st, "host operation %s failed: %s", op, why);
+        return recap__fail(st, "engine operation %s (argument %d) failed: %s", op, arg, why);
+    return recap__fail(st, "engine operation %s failed: %s", op, why);
 }
 
 static recap_status_t map_buffers(recap__rec_t *r, const uint8_t *pos, unsigned n,
@@ -35,9 +35,9 @@ static recap_status_t map_buffers(recap__rec_t *r, const uint8_t *pos, unsigned 
             vals[pos[k]].ptr = bufs[pos[k]];
             continue;
         }
-        st = r->ops->buffer_arg(r->host, bufs[pos[k]], &vals[pos[k]].ptr);
+        st = r->ops->buffer_arg(r->engine, bufs[pos[k]], &vals[pos[k]].ptr);
         if (st != RECAP_OK)
-            return recap__host_fail(st, "buffer_arg", pos[k]);
+            return recap__engine_fail(st, "buffer_arg", pos[k]);
     }
     return RECAP_OK;
 }

@@ -2,7 +2,7 @@
 /*
  * Full recompute (Megatron's checkpoint): the function runs once without recording and keeps
  * only its inputs; at backward it runs again, with recording and the forward's random numbers,
- * into new output buffers handed to the host to back-propagate through. With distribution only
+ * into new output buffers handed to the engine to back-propagate through. With distribution only
  * this rank's slice of the first input is kept, and gathered back before the recompute.
  */
 #include "config.h"
@@ -24,7 +24,7 @@ static recap_status_t check_params(const recap_region_params_t *p)
     return RECAP_OK;
 }
 
-/* Saves the inputs, the first one as this rank's slice when distributing. A host's save keeps the
+/* Saves the inputs, the first one as this rank's slice when distributing. A engine's save keeps the
  * slice's contents, so its handle is freed at once; without save the handle is what is kept, and
  * it is freed with the saved inputs. */
 static recap_status_t stash(recap__rec_t *r)
@@ -35,14 +35,14 @@ static recap_status_t stash(recap__rec_t *r)
 
     recap__rec_buffers(r, bufs);
     if (p >= 0) {
-        st = r->ops->distribute(r->host, bufs[p], &slice);
+        st = r->ops->distribute(r->engine, bufs[p], &slice);
         if (st != RECAP_OK || slice == NULL)
-            return recap__host_fail(st, "distribute", p);
+            return recap__engine_fail(st, "distribute", p);
         bufs[p] = slice;
     }
     st = recap__rec_save(r, bufs);
     if (slice != NULL && (st != RECAP_OK || r->ops->save != NULL))
-        r->ops->free_buffer(r->host, slice);
+        r->ops->free_buffer(r->engine, slice);
     else if (slice != NULL)
         r->own_slice = slice;
     return st;

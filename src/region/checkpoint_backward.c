@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * A checkpoint's backward: the inputs read back (the distributed one gathered whole again), the
- * function re-run with the forward's random numbers into new output buffers, which the host
+ * function re-run with the forward's random numbers into new output buffers, which the engine
  * then owns and back-propagates through.
  */
 #include "config.h"
@@ -43,17 +43,17 @@ static recap_status_t gather_and_alloc(recap__rec_t *r, recap_buffer_t *bufs,
     unsigned j;
 
     if (p >= 0) {
-        st = r->ops->all_gather(r->host, bufs[p], &bufs[p]);
+        st = r->ops->all_gather(r->engine, bufs[p], &bufs[p]);
         if (st != RECAP_OK || bufs[p] == NULL)
-            return recap__host_fail(st, "all_gather", p);
+            return recap__engine_fail(st, "all_gather", p);
         owned[(*nowned)++] = bufs[p];
     }
     for (j = 0; j < r->sig->nout; j++) {
         recap_buffer_t like = r->args[r->sig->out[j]].buf;
 
-        st = r->ops->alloc_like(r->host, like, &bufs[r->sig->out[j]]);
+        st = r->ops->alloc_like(r->engine, like, &bufs[r->sig->out[j]]);
         if (st != RECAP_OK || bufs[r->sig->out[j]] == NULL)
-            return recap__host_fail(st, "alloc_like", r->sig->out[j]);
+            return recap__engine_fail(st, "alloc_like", r->sig->out[j]);
         owned[(*nowned)++] = bufs[r->sig->out[j]];
     }
     return RECAP_OK;
@@ -77,11 +77,11 @@ static recap_status_t backward(recap_checkpoint_h ckpt, recap_buffer_t *outputs,
     p = recap__checkpoint_dist_pos(&ckpt->rec);
     if (st != RECAP_OK) {
         for (i = 0; i < nowned; i++)
-            ckpt->rec.ops->free_buffer(ckpt->rec.host, owned[i]);
+            ckpt->rec.ops->free_buffer(ckpt->rec.engine, owned[i]);
         return st;
     }
     if (p >= 0)
-        ckpt->rec.ops->free_buffer(ckpt->rec.host, bufs[p]);
+        ckpt->rec.ops->free_buffer(ckpt->rec.engine, bufs[p]);
     for (j = 0; j < n; j++)
         outputs[j] = bufs[ckpt->rec.sig->out[j]];
     recap__rec_drop(&ckpt->rec);

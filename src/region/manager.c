@@ -11,24 +11,23 @@
 
 #include "base/error.h"
 #include "base/handle.h"
-#include "region/plain.h"
 #include "region/region.h"
 
-recap_status_t recap_manager_create(const recap_host_ops_t *ops, void *host,
+recap_status_t recap_manager_create(const recap_engine_ops_t *ops, void *engine,
                                     recap_manager_h *mgr_p)
 {
     recap_manager_h m;
     recap_status_t st;
 
     RECAP_CHECK_ARG(ops != NULL && mgr_p != NULL, "NULL argument");
-    st = recap__host_check(ops, host);
+    st = recap__engine_check(ops, engine);
     if (st != RECAP_OK)
         return st;
     m = calloc(1, sizeof(*m));
     if (m == NULL)
         return recap__fail(RECAP_ERR_NO_MEMORY, "manager");
     m->ops = ops;
-    m->host = host;
+    m->engine = engine;
     m->magic = RECAP_MAGIC_MANAGER;
     if (recap__handle_register(m, RECAP_MAGIC_MANAGER) != RECAP_OK) {
         free(m);
@@ -55,7 +54,7 @@ recap_status_t recap_manager_destroy(recap_manager_h mgr)
                     "manager handle %p is not live (destroyed already, or never created)",
                     (void *)mgr);
     mgr->magic = RECAP_MAGIC_DEAD;
-    recap__trigger_disarm(mgr->ops, mgr->host, &mgr->trigger);
+    recap__trigger_disarm(mgr->ops, mgr->engine, &mgr->trigger);
     let_go(mgr);
     free(mgr->regions);
     free(mgr);
@@ -68,8 +67,8 @@ static recap_status_t check_add(recap_manager_h m, recap_region_h r)
         return recap__fail(RECAP_ERR_EXISTS, "region already added to this manager");
     if (r->manager != NULL)
         return recap__fail(RECAP_ERR_INVALID_ARG, "region belongs to another manager");
-    if (r->rec.ops != m->ops || r->rec.host != m->host)
-        return recap__fail(RECAP_ERR_INVALID_ARG, "region of another host than the manager's");
+    if (r->rec.ops != m->ops || r->rec.engine != m->engine)
+        return recap__fail(RECAP_ERR_INVALID_ARG, "region of another engine than the manager's");
     if (r->state != RECAP_REGION_NEW && r->state != RECAP_REGION_RECORDED)
         return recap__fail(RECAP_ERR_STATE, "only regions not yet released can be added");
     if (m->released)
@@ -146,8 +145,8 @@ recap_status_t recap_manager_release(recap_manager_h mgr, recap_buffer_t trigger
             return st;
     }
     /* The previous step's trigger must not rebuild this step's regions. */
-    recap__trigger_disarm(mgr->ops, mgr->host, &mgr->trigger);
-    st = recap__trigger_arm(mgr->ops, mgr->host, trigger, on_trigger, mgr, &mgr->trigger);
+    recap__trigger_disarm(mgr->ops, mgr->engine, &mgr->trigger);
+    st = recap__trigger_arm(mgr->ops, mgr->engine, trigger, on_trigger, mgr, &mgr->trigger);
     if (st != RECAP_OK)
         return st;
     mgr->released = 1;

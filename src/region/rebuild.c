@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * Rebuilding a released region: its inputs read back from the host's saved buffers, the
+ * Rebuilding a released region: its inputs read back from the engine's saved buffers, the
  * function re-run with the forward's random numbers into new buffers, whose storage the released
  * outputs then share (no copy: views and saved references of the outputs see it too).
  */
@@ -25,10 +25,10 @@ static recap_status_t alloc_fresh(recap_region_h r, recap_buffer_t *bufs, recap_
         }
         if (!(r->released & (1u << j)))
             continue;
-        st = r->rec.ops->alloc_like(r->rec.host, r->rec.args[s->out[j]].buf, &fresh[j]);
+        st = r->rec.ops->alloc_like(r->rec.engine, r->rec.args[s->out[j]].buf, &fresh[j]);
         if (st != RECAP_OK || fresh[j] == NULL) {
             fresh[j] = NULL;
-            return recap__host_fail(st, "alloc_like", s->out[j]);
+            return recap__engine_fail(st, "alloc_like", s->out[j]);
         }
         bufs[s->out[j]] = fresh[j];
     }
@@ -46,11 +46,11 @@ static recap_status_t settle_fresh(recap_region_h r, recap_buffer_t *fresh, int 
         if (fresh[j] == NULL)
             continue;
         if (share && st == RECAP_OK) {
-            st2 = r->rec.ops->share_storage(r->rec.host, r->rec.args[s->out[j]].buf, fresh[j]);
+            st2 = r->rec.ops->share_storage(r->rec.engine, r->rec.args[s->out[j]].buf, fresh[j]);
             if (st2 != RECAP_OK)
-                st = recap__host_fail(st2, "share_storage", s->out[j]);
+                st = recap__engine_fail(st2, "share_storage", s->out[j]);
         }
-        r->rec.ops->free_buffer(r->rec.host, fresh[j]);
+        r->rec.ops->free_buffer(r->rec.engine, fresh[j]);
     }
     return st;
 }
@@ -72,7 +72,7 @@ static recap_status_t rebuild_outputs(recap_region_h r)
         st = recap__rec_recompute(&r->rec, bufs);
     st = st == RECAP_OK ? settle_fresh(r, fresh, 1) : (settle_fresh(r, fresh, 0), st);
     if (st != RECAP_OK)
-        return st; /* still RELEASED: the host may fix the cause and rebuild again */
+        return st; /* still RELEASED: the engine may fix the cause and rebuild again */
     recap__rec_drop(&r->rec);
     r->released = 0;
     r->state = RECAP_REGION_REBUILT;

@@ -1,14 +1,13 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * What regions and checkpoints share: checking the host's operations, validating and copying a
- * call, and stashing its inputs through the host's saved-buffer operations.
+ * What regions and checkpoints share: checking the engine's operations, validating and copying a
+ * call, and stashing its inputs through the engine's saved-buffer operations.
  */
 #include "config.h"
 
 #include <string.h>
 
 #include "base/error.h"
-#include "region/plain.h"
 #include "region/region.h"
 
 #define HAS(op) (p->ops->op != NULL)
@@ -16,21 +15,21 @@
 static recap_status_t check_ops(const recap_region_params_t *p, uint32_t need)
 {
     if (!HAS(alloc_like) || !HAS(free_buffer))
-        return recap__fail(RECAP_ERR_INVALID_ARG, "host ops lack alloc_like or free_buffer");
+        return recap__fail(RECAP_ERR_INVALID_ARG, "engine ops lack alloc_like or free_buffer");
     if ((need & RECAP__NEED_RELEASE) && (!HAS(free_storage) || !HAS(share_storage)))
         return recap__fail(RECAP_ERR_INVALID_ARG,
-                           "host ops lack free_storage or share_storage (needed to release)");
+                           "engine ops lack free_storage or share_storage (needed to release)");
     if ((need & RECAP__NEED_DISTRIBUTE) && (!HAS(distribute) || !HAS(all_gather)))
         return recap__fail(RECAP_ERR_INVALID_ARG,
                            "RECAP_CHECKPOINT_DISTRIBUTE needs the distribute and all_gather ops");
     if (HAS(save) != HAS(load) || HAS(save) != HAS(drop))
-        return recap__fail(RECAP_ERR_INVALID_ARG, "host ops give some of save/load/drop only");
+        return recap__fail(RECAP_ERR_INVALID_ARG, "engine ops give some of save/load/drop only");
     if (HAS(context_enter) != HAS(context_exit))
         return recap__fail(RECAP_ERR_INVALID_ARG,
-                           "host ops give one of context_enter/context_exit only");
+                           "engine ops give one of context_enter/context_exit only");
     if (HAS(add_trigger) != HAS(remove_trigger))
         return recap__fail(RECAP_ERR_INVALID_ARG,
-                           "host ops give one of add_trigger/remove_trigger only");
+                           "engine ops give one of add_trigger/remove_trigger only");
     return RECAP_OK;
 }
 
@@ -41,12 +40,12 @@ recap_status_t recap__rec_init(recap__rec_t *r, const recap_region_params_t *p, 
     RECAP_CHECK_ARG(p != NULL && p->ops != NULL, "params or params->ops is NULL");
     st = check_ops(p, need);
     if (st == RECAP_OK)
-        st = recap__host_check(p->ops, p->host);
+        st = recap__engine_check(p->ops, p->host);
     if (st != RECAP_OK)
         return st;
     memset(r, 0, sizeof(*r));
     r->ops = p->ops;
-    r->host = p->host;
+    r->engine = p->host;
     r->tracker = p->tracker;
     r->flags = p->flags;
     return RECAP_OK;
@@ -87,7 +86,7 @@ recap_status_t recap__rec_prepare(recap__rec_t *r, recap_signature_h sig, recap_
     memcpy(r->args, args, nargs * sizeof(args[0]));
     r->plain = 1;
     for (k = 0; k < sig->nin && r->plain; k++)
-        if (r->ops->needs_grad == NULL || r->ops->needs_grad(r->host, args[sig->in[k]].buf))
+        if (r->ops->needs_grad == NULL || r->ops->needs_grad(r->engine, args[sig->in[k]].buf))
             r->plain = 0;
     return RECAP_OK;
 }
@@ -117,8 +116,8 @@ recap_status_t recap__rec_save(recap__rec_t *r, const recap_buffer_t *bufs)
     for (k = 0; k < r->sig->nin; k++) {
         if (r->ops->save == NULL) {
             r->saved[k] = bufs[r->sig->in[k]];
-        } else if ((st = r->ops->save(r->host, bufs[r->sig->in[k]], &r->saved[k])) != RECAP_OK) {
-            st = recap__host_fail(st, "save", r->sig->in[k]);
+        } else if ((st = r->ops->save(r->engine, bufs[r->sig->in[k]], &r->saved[k])) != RECAP_OK) {
+            st = recap__engine_fail(st, "save", r->sig->in[k]);
             recap__rec_drop(r);
             return st;
         }
@@ -137,14 +136,14 @@ recap_status_t recap__rec_load(recap__rec_t *r, recap_buffer_t *bufs)
             bufs[r->sig->in[k]] = r->saved[k];
             continue;
         }
-        st = r->ops->load(r->host, r->saved[k], &bufs[r->sig->in[k]]);
+        st = r->ops->load(r->engine, r->saved[k], &bufs[r->sig->in[k]]);
         if (st != RECAP_OK || bufs[r->sig->in[k]] == NULL)
-            return recap__host_fail(st, "load", r->sig->in[k]);
+            return recap__engine_fail(st, "load", r->sig->in[k]);
     }
     return RECAP_OK;
 }
 
-/* A failing drop leaves nothing to undo; the host has its message logged through its own
+/* A failing drop leaves nothing to undo; the engine has its message logged through its own
  * means, and recap carries on dropping the rest. */
 void recap__rec_drop(recap__rec_t *r)
 {
@@ -152,10 +151,10 @@ void recap__rec_drop(recap__rec_t *r)
 
     for (k = 0; k < r->nsaved; k++)
         if (r->ops->drop != NULL)
-            r->ops->drop(r->host, r->saved[k]);
+            r->ops->drop(r->engine, r->saved[k]);
     r->nsaved = 0;
     if (r->own_slice != NULL) {
-        r->ops->free_buffer(r->host, r->own_slice);
+        r->ops->free_buffer(r->engine, r->own_slice);
         r->own_slice = NULL;
     }
 }

@@ -84,7 +84,7 @@ recap_status_t recap_region_destroy(recap_region_h region)
     RECAP_CHECK_ARG(recap__handle_unregister(region, RECAP_MAGIC_REGION),
                     "region %p destroyed twice at once", (void *)region);
     region->magic = RECAP_MAGIC_DEAD;
-    recap__trigger_disarm(region->rec.ops, region->rec.host, &region->trigger);
+    recap__trigger_disarm(region->rec.ops, region->rec.engine, &region->trigger);
     if (region->manager != NULL)
         recap__manager_forget(region->manager, region);
     recap__rec_fini(&region->rec);
@@ -128,7 +128,7 @@ recap_status_t recap_region_finish(recap_region_h region)
     st = recap__region_expect(region, RECAP_REGION_REBUILT, "finish");
     if (st != RECAP_OK)
         return st;
-    recap__trigger_disarm(region->rec.ops, region->rec.host, &region->trigger);
+    recap__trigger_disarm(region->rec.ops, region->rec.engine, &region->trigger);
     region->state = RECAP_REGION_DONE;
     return RECAP_OK;
 }

@@ -24,11 +24,11 @@ struct recap_signature {
 void recap__signature_ref(recap_signature_h sig);
 void recap__signature_unref(recap_signature_h sig);
 
-/* What a region and a checkpoint share: the host, the recorded call, the RNG snapshots and the
+/* What a region and a checkpoint share: the engine, the recorded call, the RNG snapshots and the
  * stashed inputs. */
 typedef struct recap__rec {
-    const recap_host_ops_t *ops;
-    void *host;
+    const recap_engine_ops_t *ops;
+    void *engine;
     recap_tracker_h tracker;
     uint32_t flags;
     recap_signature_h sig; /* NULL until recorded */
@@ -37,14 +37,14 @@ typedef struct recap__rec {
     recap_value_t ret; /* of the latest run */
     int plain;         /* no input needs a gradient: a plain call */
     recap_snapshot_h fwd; /* the RNG state before the first run */
-    void *saved[RECAP_MAX_ARGS]; /* the host's saved cookies, by input index */
+    void *saved[RECAP_MAX_ARGS]; /* the engine's saved cookies, by input index */
     int nsaved;
-    /* A distributed slice kept as the saved handle itself (a host without save): recap owns it
+    /* A distributed slice kept as the saved handle itself (an engine without save): recap owns it
      * and frees it when the saved inputs are dropped. */
     recap_buffer_t own_slice;
 } recap__rec_t;
 
-/* Which host operations a user of recap__rec_init needs beyond the always-required ones. */
+/* Which engine operations a user of recap__rec_init needs beyond the always-required ones. */
 #define RECAP__NEED_RELEASE 1u    /* free_storage, share_storage */
 #define RECAP__NEED_DISTRIBUTE 2u /* distribute, all_gather */
 
@@ -54,10 +54,10 @@ recap_status_t recap__rec_prepare(recap__rec_t *r, recap_signature_h sig, recap_
                                   const recap_value_t *args, size_t nargs);
 /* Forgets the prepared call (after a failed record). */
 void recap__rec_unprepare(recap__rec_t *r);
-/* The first run: snapshot, then the function without recording (a plain call keeps the host's
+/* The first run: snapshot, then the function without recording (a plain call keeps the engine's
  * recording mode and takes no snapshot). */
 recap_status_t recap__rec_first(recap__rec_t *r);
-/* Stashes bufs[position] for every input through the host's save; all or nothing. */
+/* Stashes bufs[position] for every input through the engine's save; all or nothing. */
 recap_status_t recap__rec_save(recap__rec_t *r, const recap_buffer_t *bufs);
 /* Reads every stashed input back into bufs[position]. */
 recap_status_t recap__rec_load(recap__rec_t *r, recap_buffer_t *bufs);
@@ -70,10 +70,10 @@ void recap__rec_fini(recap__rec_t *r);
 void recap__rec_buffers(const recap__rec_t *r, recap_buffer_t *bufs);
 
 /* One run of the function on bufs, in the recompute context (unless opted out), with the
- * host's recording set to `recording` (-1: left alone) and recap_is_checkpointing true. */
+ * engine's recording set to `recording` (-1: left alone) and recap_is_checkpointing true. */
 recap_status_t recap__run(recap__rec_t *r, recap_pass_t pass, int recording,
                           const recap_buffer_t *bufs);
-/* ffi_call of the recorded function with bufs mapped through the host's buffer_arg. */
+/* ffi_call of the recorded function with bufs mapped through the engine's buffer_arg. */
 recap_status_t recap__call_invoke(recap__rec_t *r, const recap_buffer_t *bufs);
 
 /* Snapshot objects from a per-thread cache (created when it is empty), and back to it. */
@@ -83,16 +83,16 @@ void recap__snap_put(recap_snapshot_h snap);
 void recap__checkpointing_enter(void);
 void recap__checkpointing_leave(void);
 
-/* Wraps a failed host operation's status with what recap was doing (keeping the host's own
+/* Wraps a failed engine operation's status with what recap was doing (keeping the engine's own
  * message, if it left one). */
-recap_status_t recap__host_fail(recap_status_t st, const char *op, int arg);
+recap_status_t recap__engine_fail(recap_status_t st, const char *op, int arg);
 
 struct recap_region {
     uint32_t magic; /* RECAP_MAGIC_REGION while live (base/handle.h) */
     recap__rec_t rec;
     recap_region_state_t state;
     recap_manager_h manager;
-    void *trigger;     /* the host's trigger handle, or NULL */
+    void *trigger;     /* the engine's trigger handle, or NULL */
     uint32_t released; /* bit j: output j's storage was freed */
     /* Noted at record, while every handle is surely valid: bit j, output j shares storage with
      * an input; dup[j], the earlier output with output j's handle (-1: none). */
@@ -118,9 +118,10 @@ recap_status_t recap__region_rebuild(recap_region_h r);
 
 /* Arms fn(arg) on the trigger buffer when it needs a gradient (*handle_p stays NULL when it does
  * not), and removes an armed trigger. */
-recap_status_t recap__trigger_arm(const recap_host_ops_t *ops, void *host, recap_buffer_t trigger,
-                                  recap_trigger_func_t fn, void *arg, void **handle_p);
-void recap__trigger_disarm(const recap_host_ops_t *ops, void *host, void **handle_p);
+recap_status_t recap__trigger_arm(const recap_engine_ops_t *ops, void *engine,
+                                  recap_buffer_t trigger, recap_trigger_func_t fn, void *arg,
+                                  void **handle_p);
+void recap__trigger_disarm(const recap_engine_ops_t *ops, void *engine, void **handle_p);
 
 struct recap_checkpoint {
     uint32_t magic; /* RECAP_MAGIC_CHECKPOINT while live */
@@ -133,8 +134,8 @@ int recap__checkpoint_dist_pos(const recap__rec_t *r);
 
 struct recap_manager {
     uint32_t magic; /* RECAP_MAGIC_MANAGER while live */
-    const recap_host_ops_t *ops;
-    void *host;
+    const recap_engine_ops_t *ops;
+    void *engine;
     recap_region_h *regions; /* forward order */
     size_t n, cap;
     int released; /* released, awaiting the rebuild */
@@ -144,5 +145,11 @@ struct recap_manager {
 recap_status_t recap__manager_add(recap_manager_h m, recap_region_h r);
 /* The region is being destroyed. */
 void recap__manager_forget(recap_manager_h m, recap_region_h r);
+
+/* The region core asks whether an engine pointer is valid for its operations; the engines recap
+ * ships answer (src/plain/ops.c: RECAP_ERR_INVALID_ARG when ops are recap's plain engine
+ * operations and engine is not a live plain engine, NULL included). Declared here, below them,
+ * so the core does not include the engines' headers. */
+recap_status_t recap__engine_check(const recap_engine_ops_t *ops, const void *engine);
 
 #endif

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * Releasing a region's outputs: their storage is freed through the host while the handles (and
+ * Releasing a region's outputs: their storage is freed through the engine while the handles (and
  * every view of them) stay valid, and a trigger is armed to rebuild them. Outputs sharing storage
  * with an input are kept when the region retains its inputs (Megatron's retain_input_tensors):
  * freeing them would free the input that the rebuild reads.
@@ -16,7 +16,7 @@ static int same(recap__rec_t *r, recap_buffer_t a, recap_buffer_t b)
 {
     if (a == b)
         return 1;
-    return r->ops->same_storage != NULL && r->ops->same_storage(r->host, a, b);
+    return r->ops->same_storage != NULL && r->ops->same_storage(r->engine, a, b);
 }
 
 void recap__region_note_outputs(recap_region_h r)
@@ -52,9 +52,9 @@ static recap_status_t release_outputs(recap_region_h r)
             continue;
         if ((r->rec.flags & RECAP_REGION_RETAIN_INPUTS) && (r->aliased & (1u << j)))
             continue;
-        st = r->rec.ops->free_storage(r->rec.host, r->rec.args[s->out[j]].buf);
+        st = r->rec.ops->free_storage(r->rec.engine, r->rec.args[s->out[j]].buf);
         if (st != RECAP_OK)
-            return recap__host_fail(st, "free_storage", s->out[j]);
+            return recap__engine_fail(st, "free_storage", s->out[j]);
         r->released |= 1u << j;
     }
     return RECAP_OK;
@@ -92,7 +92,7 @@ recap_status_t recap_region_release(recap_region_h region, recap_buffer_t trigge
     if (st != RECAP_OK)
         return st;
     if (!region->rec.plain) {
-        st = recap__trigger_arm(region->rec.ops, region->rec.host, trigger, on_trigger, region,
+        st = recap__trigger_arm(region->rec.ops, region->rec.engine, trigger, on_trigger, region,
                                 &region->trigger);
         if (st != RECAP_OK)
             return st;

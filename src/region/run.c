@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Running a region's function: the first run and the recompute, with what surrounds each (the
- * recompute context, the host's recording mode, the per-thread "is checkpointing" flag) and the
+ * recompute context, the engine's recording mode, the per-thread "is checkpointing" flag) and the
  * RNG snapshots that make the recompute draw what the first run drew.
  */
 #include "config.h"
@@ -11,9 +11,9 @@
 
 static recap_status_t set_recording(recap__rec_t *r, int enable, int *prev_p)
 {
-    recap_status_t st = r->ops->set_recording(r->host, enable, prev_p);
+    recap_status_t st = r->ops->set_recording(r->engine, enable, prev_p);
 
-    return st == RECAP_OK ? st : recap__host_fail(st, "set_recording", -1);
+    return st == RECAP_OK ? st : recap__engine_fail(st, "set_recording", -1);
 }
 
 recap_status_t recap__run(recap__rec_t *r, recap_pass_t pass, int recording,
@@ -26,9 +26,9 @@ recap_status_t recap__run(recap__rec_t *r, recap_pass_t pass, int recording,
     int prev = 0, ignored;
 
     if (use_ctx) {
-        st = r->ops->context_enter(r->host, pass, &ctx);
+        st = r->ops->context_enter(r->engine, pass, &ctx);
         if (st != RECAP_OK)
-            return recap__host_fail(st, "context_enter", -1);
+            return recap__engine_fail(st, "context_enter", -1);
     }
     if (set)
         st = set_recording(r, recording, &prev);
@@ -39,8 +39,8 @@ recap_status_t recap__run(recap__rec_t *r, recap_pass_t pass, int recording,
         if (set && (st2 = set_recording(r, prev, &ignored)) != RECAP_OK && st == RECAP_OK)
             st = st2;
     }
-    if (use_ctx && (st2 = r->ops->context_exit(r->host, ctx)) != RECAP_OK && st == RECAP_OK)
-        st = recap__host_fail(st2, "context_exit", -1);
+    if (use_ctx && (st2 = r->ops->context_exit(r->engine, ctx)) != RECAP_OK && st == RECAP_OK)
+        st = recap__engine_fail(st2, "context_exit", -1);
     return st;
 }
 

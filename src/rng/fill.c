@@ -11,19 +11,19 @@
  * works in units of 4 elements spread over 65536 subsequences; a unit takes `counters_per_unit`
  * Philox counters. */
 typedef struct {
-    recap_kernel_id_t kernel, kernel_captured;
+    recap__kernel_id_t kernel, kernel_captured;
     unsigned counters_per_unit;
     size_t elem_size;
-    void (*host_body)(const recap_fill_params_t *, uint64_t, uint64_t);
+    void (*host_body)(const recap__fill_params_t *, uint64_t, uint64_t);
     const char *what;
 } fill_kind_t;
 
 static const fill_kind_t fill_u32 = {RECAP_K_FILL_U32, RECAP_K_FILL_U32_CAPTURED, 1, 4,
-                                     recap_fill_u32_thread, "fill_u32"};
+                                     recap__fill_u32_thread, "fill_u32"};
 static const fill_kind_t fill_f32 = {RECAP_K_FILL_F32, RECAP_K_FILL_F32_CAPTURED, 1, 4,
-                                     recap_fill_f32_thread, "fill_uniform"};
+                                     recap__fill_f32_thread, "fill_uniform"};
 static const fill_kind_t fill_f64 = {RECAP_K_FILL_F64, RECAP_K_FILL_F64_CAPTURED, 2, 8,
-                                     recap_fill_f64_thread, "fill_uniform_double"};
+                                     recap__fill_f64_thread, "fill_uniform_double"};
 
 /* Launch shapes, measured on an H200 (bench/fill and bench/fill_explore, 2026-12-02): 1024
  * threads per block (two resident per SM); eager fills 8 blocks per SM, four waves: in rounds
@@ -46,7 +46,7 @@ static uint64_t fill_increment(const fill_kind_t *k, uint64_t nunits)
 }
 
 /* The device buffer must be device memory of the generator's device. */
-static recap_status_t check_device_buffer(const recap_driver_t *drv, int device, const void *buf)
+static recap_status_t check_device_buffer(const recap__driver_t *drv, int device, const void *buf)
 {
     int ordinal = recap__pointer_device(drv, buf);
 
@@ -60,10 +60,10 @@ static recap_status_t check_device_buffer(const recap_driver_t *drv, int device,
 }
 
 static recap_status_t launch_fill(recap_generator_h gen, recap_stream_t stream,
-                                  const fill_kind_t *k, recap_fill_params_t *p)
+                                  const fill_kind_t *k, recap__fill_params_t *p)
 {
-    const recap_device_t *dev;
-    const recap_driver_t *drv;
+    const recap__device_t *dev;
+    const recap__driver_t *drv;
     recap_status_t st;
     uint64_t nunits = (p->n + 3) / 4;
     uint64_t grid = (nunits + FILL_THREADS - 1) / FILL_THREADS;
@@ -71,11 +71,7 @@ static recap_status_t launch_fill(recap_generator_h gen, recap_stream_t stream,
     int pushed;
     CUresult rc;
 
-    st = recap__device_get(gen->device, &dev);
-    if (st != RECAP_OK)
-        return st;
-    recap__driver_get(&drv);
-    st = recap__ctx_enter(dev, &pushed);
+    st = recap__device_enter(gen->device, &dev, &drv, &pushed);
     if (st != RECAP_OK)
         return st;
     st = check_device_buffer(drv, gen->device, (const void *)(uintptr_t)p->dst);
@@ -88,7 +84,7 @@ static recap_status_t launch_fill(recap_generator_h gen, recap_stream_t stream,
         if (grid > max_grid)
             grid = max_grid;
         if (!p->philox.captured)
-            recap_fill_keys(p->philox.seed, &p->keys);
+            recap__fill_keys(p->philox.seed, &p->keys);
         rc = drv->cuLaunchKernel(dev->fn[p->philox.captured ? k->kernel_captured : k->kernel],
                                  (unsigned)grid, 1, 1, FILL_THREADS, 1, 1, 0, (CUstream)stream,
                                  args, NULL);
@@ -102,7 +98,7 @@ static recap_status_t launch_fill(recap_generator_h gen, recap_stream_t stream,
 static recap_status_t fill(recap_generator_h gen, recap_stream_t stream, void *buf, size_t n,
                            const fill_kind_t *k)
 {
-    recap_fill_params_t p = {0};
+    recap__fill_params_t p = {0};
     recap_status_t st;
 
     RECAP_CHECK_ARG(gen != NULL, "%s: generator is NULL", k->what);
@@ -124,7 +120,7 @@ static recap_status_t fill(recap_generator_h gen, recap_stream_t stream, void *b
     st = recap__generator_draw(gen, NULL, fill_increment(k, (n + 3) / 4), &p.philox);
     if (st != RECAP_OK)
         return st;
-    recap_fill_keys(p.philox.seed, &p.keys);
+    recap__fill_keys(p.philox.seed, &p.keys);
     k->host_body(&p, 0, 1);
     return RECAP_OK;
 }

@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "base/error.h"
+#include "base/symver.h"
 #include "base/handle.h"
 #include "base/log.h"
 #include "rng/generator.h"
@@ -96,7 +97,7 @@ recap_status_t recap__fw_set(recap_generator_h gen, uint64_t seed, uint64_t offs
     return FW_CALL(gen->fw, set_state, b);
 }
 
-recap_status_t recap__fw_state_get(recap_genstate_t *gs, uint64_t *seed, uint64_t *offset)
+recap_status_t recap__fw_state_get(recap__genstate_t *gs, uint64_t *seed, uint64_t *offset)
 {
     uint8_t b[RECAP_STATE_BYTES];
     recap_status_t st = FW_CALL(gs->fw, state_get, gs->fobj, b);
@@ -104,7 +105,7 @@ recap_status_t recap__fw_state_get(recap_genstate_t *gs, uint64_t *seed, uint64_
     return st == RECAP_OK ? decode(gs->fw, b, seed, offset) : st;
 }
 
-recap_status_t recap__fw_state_set(recap_genstate_t *gs, uint64_t seed, uint64_t offset)
+recap_status_t recap__fw_state_set(recap__genstate_t *gs, uint64_t seed, uint64_t offset)
 {
     uint8_t b[RECAP_STATE_BYTES];
 
@@ -112,7 +113,7 @@ recap_status_t recap__fw_state_set(recap_genstate_t *gs, uint64_t seed, uint64_t
     return FW_CALL(gs->fw, state_set, gs->fobj, b);
 }
 
-void recap__fw_state_release(recap_genstate_t *gs)
+void recap__fw_state_release(recap__genstate_t *gs)
 {
     release_obj(gs->fw, gs->fobj);
 }
@@ -120,9 +121,9 @@ void recap__fw_state_release(recap_genstate_t *gs)
 /* ------------------------------------------------------------------ state objects */
 
 /* Wraps an object the framework handed over; on failure the object goes back. */
-static recap_status_t wrap(recap_generator_h gen, void *obj, recap_genstate_t **s_p)
+static recap_status_t wrap(recap_generator_h gen, void *obj, recap__genstate_t **s_p)
 {
-    recap_genstate_t *s = calloc(1, sizeof(*s));
+    recap__genstate_t *s = calloc(1, sizeof(*s));
 
     if (s == NULL) {
         release_obj(gen->fw, obj);
@@ -137,11 +138,11 @@ static recap_status_t wrap(recap_generator_h gen, void *obj, recap_genstate_t **
 }
 
 recap_status_t recap__fw_new_state(recap_generator_h gen, uint64_t seed, uint64_t offset,
-                                   recap_genstate_t **s_p)
+                                   recap__genstate_t **s_p)
 {
     struct recap__fw *fw = gen->fw;
     void *obj = NULL, *cur = NULL;
-    recap_genstate_t *s = NULL;
+    recap__genstate_t *s = NULL;
     recap_status_t st;
 
     if (fw->ops.state_create != NULL) {
@@ -176,11 +177,11 @@ recap_status_t recap__fw_new_state(recap_generator_h gen, uint64_t seed, uint64_
  * object recap installed last, the generator's reference to its wrapper moves to the caller;
  * another object is retained and wrapped. On failure nothing changed.
  */
-recap_status_t recap__fw_exchange(recap_generator_h gen, recap_genstate_t *s,
-                                  recap_genstate_t **old_p)
+recap_status_t recap__fw_exchange(recap_generator_h gen, recap__genstate_t *s,
+                                  recap__genstate_t **old_p)
 {
     const struct recap__fw *fw = gen->fw;
-    recap_genstate_t *old = gen->state;
+    recap__genstate_t *old = gen->state;
     void *obj = NULL;
     recap_status_t st;
 
@@ -324,6 +325,7 @@ recap_status_t recap_generator_create_framework(const recap_framework_ops_t *ops
     *gen_p = gen;
     return RECAP_OK;
 }
+RECAP__SINCE(recap_generator_create_framework, "RECAP_1.2");
 
 void recap__fw_destroy(recap_generator_h gen)
 {
@@ -348,6 +350,7 @@ recap_status_t recap_generator_is_framework(recap_generator_h gen, int *is_frame
     *is_framework_p = gen->fw != NULL;
     return RECAP_OK;
 }
+RECAP__SINCE(recap_generator_is_framework, "RECAP_1.2");
 
 recap_status_t recap_generator_needs_registration(recap_generator_h gen, int *needs_p)
 {
@@ -369,6 +372,7 @@ recap_status_t recap_generator_needs_registration(recap_generator_h gen, int *ne
     *needs_p = needs != 0;
     return RECAP_OK;
 }
+RECAP__SINCE(recap_generator_needs_registration, "RECAP_1.2");
 
 recap_status_t recap_framework_generators(recap_framework_info_t *info, size_t cap,
                                           size_t *count_p)
@@ -390,6 +394,7 @@ recap_status_t recap_framework_generators(recap_framework_info_t *info, size_t c
     *count_p = n;
     return RECAP_OK;
 }
+RECAP__SINCE(recap_framework_generators, "RECAP_1.2");
 
 /* Under the registry's lock, so no generator goes while its value is read: a framework operation
  * cannot create or destroy generators (the in-op guard refuses it), so the lock cannot be asked

@@ -10,9 +10,9 @@
 #include "driver/driver.h"
 #include "rng/generator.h"
 
-recap_genstate_t *recap__genstate_new(int device, uint64_t seed, uint64_t offset)
+recap__genstate_t *recap__genstate_new(int device, uint64_t seed, uint64_t offset)
 {
-    recap_genstate_t *s = calloc(1, sizeof(*s));
+    recap__genstate_t *s = calloc(1, sizeof(*s));
 
     if (s == NULL)
         return NULL;
@@ -24,12 +24,12 @@ recap_genstate_t *recap__genstate_new(int device, uint64_t seed, uint64_t offset
     return s;
 }
 
-void recap__genstate_ref(recap_genstate_t *s)
+void recap__genstate_ref(recap__genstate_t *s)
 {
     __atomic_add_fetch(&s->refs, 1, __ATOMIC_RELAXED);
 }
 
-void recap__genstate_unref(recap_genstate_t *s)
+void recap__genstate_unref(recap__genstate_t *s)
 {
     if (s != NULL && __atomic_sub_fetch(&s->refs, 1, __ATOMIC_ACQ_REL) == 0) {
         if (s->fw != NULL) {
@@ -42,7 +42,7 @@ void recap__genstate_unref(recap_genstate_t *s)
 }
 
 recap_status_t recap__generator_new_state(recap_generator_h gen, uint64_t seed, uint64_t offset,
-                                          recap_genstate_t **s_p)
+                                          recap__genstate_t **s_p)
 {
     if (gen->fw != NULL)
         return recap__fw_new_state(gen, seed, offset, s_p);
@@ -123,7 +123,7 @@ recap_status_t recap_generator_device(recap_generator_h gen, int *device_p)
     return RECAP_OK;
 }
 
-static recap_genstate_t *lock_state(recap_generator_h gen)
+static recap__genstate_t *lock_state(recap_generator_h gen)
 {
     recap__lock(&gen->lock);
     return gen->state;
@@ -147,12 +147,12 @@ static void store64(uint64_t *p, uint64_t v)
 /* While a capture the state takes part in runs, its offset is virtual (see generator.h), for
  * every thread: backward passes run on worker threads. The test is one load while no capture
  * runs anywhere in the process. */
-static int in_capture(const recap_genstate_t *gs)
+static int in_capture(const recap__genstate_t *gs)
 {
     return gs->device >= 0 && gs->fw == NULL && recap__captures_running();
 }
 
-static recap_status_t get_value(recap_genstate_t *gs, uint64_t *seed, uint64_t *offset)
+static recap_status_t get_value(recap__genstate_t *gs, uint64_t *seed, uint64_t *offset)
 {
     uint64_t rel;
 
@@ -165,7 +165,7 @@ static recap_status_t get_value(recap_genstate_t *gs, uint64_t *seed, uint64_t *
     return RECAP_OK;
 }
 
-static recap_status_t set_value(recap_genstate_t *gs, uint64_t seed, uint64_t offset)
+static recap_status_t set_value(recap__genstate_t *gs, uint64_t seed, uint64_t offset)
 {
     if (gs->fw != NULL)
         return recap__fw_state_set(gs, seed, offset);
@@ -177,12 +177,12 @@ static recap_status_t set_value(recap_genstate_t *gs, uint64_t seed, uint64_t of
     return RECAP_OK;
 }
 
-recap_status_t recap__genstate_get_value(recap_genstate_t *gs, uint64_t *seed, uint64_t *offset)
+recap_status_t recap__genstate_get_value(recap__genstate_t *gs, uint64_t *seed, uint64_t *offset)
 {
     return get_value(gs, seed, offset);
 }
 
-recap_status_t recap__genstate_set_value(recap_genstate_t *gs, uint64_t seed, uint64_t offset)
+recap_status_t recap__genstate_set_value(recap__genstate_t *gs, uint64_t seed, uint64_t offset)
 {
     return set_value(gs, seed, offset);
 }
@@ -242,10 +242,10 @@ recap_status_t recap__generator_exchange_value(recap_generator_h gen, uint64_t *
     return st;
 }
 
-recap_status_t recap__generator_install_genstate(recap_generator_h gen, recap_genstate_t *s,
-                                                 recap_genstate_t **old_p)
+recap_status_t recap__generator_install_genstate(recap_generator_h gen, recap__genstate_t *s,
+                                                 recap__genstate_t **old_p)
 {
-    recap_genstate_t *old;
+    recap__genstate_t *old;
     recap_status_t st = RECAP_OK;
 
     recap__lock(&gen->lock);
@@ -392,8 +392,8 @@ static recap_status_t draw_framework(recap_generator_h gen, uint64_t inc, recap_
 recap_status_t recap__generator_draw(recap_generator_h gen, recap_stream_t stream, uint64_t inc,
                                      recap_philox_args_t *args)
 {
-    recap_capture_t *cap = NULL;
-    recap_genstate_t *gs;
+    recap__capture_t *cap = NULL;
+    recap__genstate_t *gs;
     recap_status_t st = RECAP_OK;
 
     RECAP_CHECK_NOT_IN_FRAMEWORK_OP("a draw");

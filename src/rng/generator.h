@@ -29,7 +29,7 @@
  */
 struct recap__fw;
 
-typedef struct recap_genstate {
+typedef struct recap__genstate {
     int refs;
     int device;
     /* A framework's state object (fw != NULL): its value lives in the framework and is read and
@@ -39,11 +39,11 @@ typedef struct recap_genstate {
     uint64_t seed;
     uint64_t offset;
     uint64_t slot; /* device address, 0 until primed; set once, read with acquire */
-    recap_lock_t slot_lock;
+    recap__lock_t slot_lock;
     uint64_t slot_seed, slot_offset;
     int slot_valid;
-    struct recap_genstate *reg_prev, *reg_next; /* registry of device states (priming) */
-} recap_genstate_t;
+    struct recap__genstate *reg_prev, *reg_next; /* registry of device states (priming) */
+} recap__genstate_t;
 
 /* `lock` protects which state is installed and orders draws through this generator. A
  * framework generator (fw != NULL) keeps in `state` the wrapper of the object it last installed
@@ -55,20 +55,20 @@ typedef struct recap_genstate {
 struct recap_generator {
     uint32_t magic; /* RECAP_MAGIC_GENERATOR while live (base/handle.h) */
     int device;
-    recap_lock_t lock;
+    recap__lock_t lock;
     int drivers;
-    recap_genstate_t *state;
+    recap__genstate_t *state;
     struct recap__fw *fw;
     struct recap_tracker *forker;
 };
 
-recap_genstate_t *recap__genstate_new(int device, uint64_t seed, uint64_t offset);
+recap__genstate_t *recap__genstate_new(int device, uint64_t seed, uint64_t offset);
 /* A new state object for the generator: recap's own kind, or a framework object (created through
  * the framework's table) with that value. */
 recap_status_t recap__generator_new_state(recap_generator_h gen, uint64_t seed, uint64_t offset,
-                                          recap_genstate_t **s_p);
-void recap__genstate_ref(recap_genstate_t *s);
-void recap__genstate_unref(recap_genstate_t *s);
+                                          recap__genstate_t **s_p);
+void recap__genstate_ref(recap__genstate_t *s);
+void recap__genstate_unref(recap__genstate_t *s);
 
 /* Value access. While the state takes part in a running capture (whichever thread asks: a
  * framework's backward runs on worker threads), the offset seen and set is the virtual one (the
@@ -77,8 +77,8 @@ void recap__genstate_unref(recap_genstate_t *s);
  * the capture as failed (recap_capture_ended reports it). */
 /* Value accessors fail only for framework states and generators (the framework's operation
  * failed); outputs are written on success only. */
-recap_status_t recap__genstate_get_value(recap_genstate_t *gs, uint64_t *seed, uint64_t *offset);
-recap_status_t recap__genstate_set_value(recap_genstate_t *gs, uint64_t seed, uint64_t offset);
+recap_status_t recap__genstate_get_value(recap__genstate_t *gs, uint64_t *seed, uint64_t *offset);
+recap_status_t recap__genstate_set_value(recap__genstate_t *gs, uint64_t seed, uint64_t offset);
 recap_status_t recap__generator_get_value(recap_generator_h gen, uint64_t *seed, uint64_t *offset);
 recap_status_t recap__generator_set_value(recap_generator_h gen, uint64_t seed, uint64_t offset);
 /* Installs (*seed, *offset) and returns the previous value in them, under one lock acquisition:
@@ -91,8 +91,8 @@ recap_status_t recap__generator_exchange_value(recap_generator_h gen, uint64_t *
  * installed before it (*old_p, whose reference moves to the caller); on failure the caller keeps
  * its reference and nothing changed. For a framework generator the state "installed before" is
  * what the framework reports as current, which may be an object recap did not install. */
-recap_status_t recap__generator_install_genstate(recap_generator_h gen, recap_genstate_t *s,
-                                                 recap_genstate_t **old_p);
+recap_status_t recap__generator_install_genstate(recap_generator_h gen, recap__genstate_t *s,
+                                                 recap__genstate_t **old_p);
 
 /* Validates a 16-byte state and decodes it. */
 recap_status_t recap__state_decode(const uint8_t state[RECAP_STATE_BYTES], uint64_t *seed,
@@ -106,17 +106,17 @@ recap_status_t recap__generator_draw(recap_generator_h gen, recap_stream_t strea
                                      recap_philox_args_t *args);
 
 /* Framework generators (rng/framework.c). */
-recap_status_t recap__fw_state_get(recap_genstate_t *gs, uint64_t *seed, uint64_t *offset);
-recap_status_t recap__fw_state_set(recap_genstate_t *gs, uint64_t seed, uint64_t offset);
-void recap__fw_state_release(recap_genstate_t *gs);
+recap_status_t recap__fw_state_get(recap__genstate_t *gs, uint64_t *seed, uint64_t *offset);
+recap_status_t recap__fw_state_set(recap__genstate_t *gs, uint64_t seed, uint64_t offset);
+void recap__fw_state_release(recap__genstate_t *gs);
 recap_status_t recap__fw_get(recap_generator_h gen, uint64_t *seed, uint64_t *offset);
 recap_status_t recap__fw_set(recap_generator_h gen, uint64_t seed, uint64_t offset);
 recap_status_t recap__fw_new_state(recap_generator_h gen, uint64_t seed, uint64_t offset,
-                                   recap_genstate_t **s_p);
+                                   recap__genstate_t **s_p);
 /* With the generator's lock held: installs s and hands back the framework's object installed
  * before it (framework.c says how references move). */
-recap_status_t recap__fw_exchange(recap_generator_h gen, recap_genstate_t *s,
-                                  recap_genstate_t **old_p);
+recap_status_t recap__fw_exchange(recap_generator_h gen, recap__genstate_t *s,
+                                  recap__genstate_t **old_p);
 int recap__fw_graph_safe(const recap_generator_h gen);
 /* The values of every framework generator alive (scope.c): up to cap entries, with ids that tell a
  * generator still alive at restore from a new one at the same address; the count alive. */

@@ -19,6 +19,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "hooks/report.h"
 #include "recap.h"
 #include "tools/facts.h"
 #include "tools/json.h"
@@ -380,11 +381,24 @@ static int is_count(const char *v)
     return *v >= '0' && *v <= '9' && v[strspn(v, "0123456789")] == '\0';
 }
 
-/* Fields that say whose a line is: they describe one process, not the command. */
-static int per_process(const char *key)
+/* How the processes' values of a field (its key, with quotes) make the command's: hooks/report.h
+ * says; a field it does not list (another version's library) is summed when it is a count. */
+static int merge_of(const char *key, const char *value)
 {
-    return strcmp(key, "\"time\"") == 0 || strcmp(key, "\"host\"") == 0 ||
-           strcmp(key, "\"pid\"") == 0 || strcmp(key, "\"rank\"") == 0;
+    static const struct {
+        const char *key;
+        int merge;
+    } fields[] = {
+#define FIELD(name, type, merge) {"\"" #name "\"", RECAP__REPORT_##merge},
+        RECAP__REPORT_FIELDS(FIELD)
+#undef FIELD
+    };
+    size_t i;
+
+    for (i = 0; i < sizeof(fields) / sizeof(fields[0]); i++)
+        if (strcmp(fields[i].key, key) == 0)
+            return fields[i].merge;
+    return is_count(value) ? RECAP__REPORT_SUM : RECAP__REPORT_LAST;
 }
 
 /* What the whole command saw: one report of all its processes' lines, "processes" first, each
@@ -409,7 +423,9 @@ static int summarize_report(const char *text, report_t *r)
             continue;
         processes++;
         for (i = 0; i < one->n; i++) {
-            if (per_process(one->key[i]))
+            int merge = merge_of(one->key[i], one->value[i]);
+
+            if (merge == RECAP__REPORT_PROCESS)
                 continue;
             for (j = 1; j < r->n && strcmp(r->key[j], one->key[i]) != 0; j++)
                 ;
@@ -420,7 +436,7 @@ static int summarize_report(const char *text, report_t *r)
                 snprintf(r->value[j], sizeof(r->value[j]), "0");
                 r->n++;
             }
-            if (is_count(one->value[i]) && is_count(r->value[j]))
+            if (merge == RECAP__REPORT_SUM && is_count(one->value[i]) && is_count(r->value[j]))
                 snprintf(r->value[j], sizeof(r->value[j]), "%llu",
                          strtoull(r->value[j], NULL, 10) + strtoull(one->value[i], NULL, 10));
             else

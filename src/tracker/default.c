@@ -2,14 +2,13 @@
 /* The process-wide default tracker (Megatron's get_cuda_rng_tracker / initialize_rng_tracker). */
 #include "config.h"
 
-#include "base/atfork.h"
 #include "base/error.h"
 #include "tracker/tracker.h"
 
-static recap_lock_t default_lock = RECAP_LOCK_INIT;
+static recap__lock_t default_lock = RECAP_LOCK_INIT;
 static recap_tracker_h default_tracker;
 
-void recap__default_tracker_atfork(recap_atfork_t when)
+void recap__default_tracker_atfork(recap__atfork_t when)
 {
     if (when == RECAP_ATFORK_PREPARE)
         recap__lock(&default_lock);

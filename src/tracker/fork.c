@@ -53,7 +53,7 @@ static recap_status_t fork_value(recap_tracker_h t, recap__frame_t *f, int i)
 }
 
 /* A reference to the slot's object for the generator to hold: a spare one when there is. */
-static recap_genstate_t *lend(recap__slot_t *s)
+static recap__genstate_t *lend(recap__slot_t *s)
 {
     if (s->spare > 0)
         s->spare--;
@@ -69,7 +69,7 @@ static void unlend(recap__slot_t *s)
 }
 
 /* Takes over a reference to `obj` as the slot's object. */
-static void keep_object(recap__slot_t *s, recap_genstate_t *obj)
+static void keep_object(recap__slot_t *s, recap__genstate_t *obj)
 {
     if (s->obj == obj) {
         s->spare++;
@@ -83,7 +83,7 @@ static void keep_object(recap__slot_t *s, recap_genstate_t *obj)
  * hand it back without reference counting. */
 static recap_status_t fork_object(recap_tracker_h t, recap__frame_t *f, int i)
 {
-    recap_genstate_t *old;
+    recap__genstate_t *old;
     recap_status_t st = recap__generator_install_genstate(t->gen, lend(t->slots[i]), &old);
 
     if (st != RECAP_OK) {
@@ -206,7 +206,7 @@ static recap_status_t unfork_value(recap_tracker_h t, const recap__frame_t *f)
 static recap_status_t unfork_object(recap_tracker_h t, const recap__frame_t *f)
 {
     recap__slot_t *s = t->slots[f->slot];
-    recap_genstate_t *old;
+    recap__genstate_t *old;
     recap_status_t st;
 
     if (f->outer == f->slot) {

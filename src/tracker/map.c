@@ -141,7 +141,7 @@ static void adopt_objects(recap_tracker_h t, recap__map_t *m)
 
     for (i = 0; i < m->n; i++) {
         recap__slot_t *s = m->slots[i], *old;
-        recap_genstate_t *unused = s->obj;
+        recap__genstate_t *unused = s->obj;
         int j = recap__tracker_find(t, s->e.name);
 
         if (j < 0)

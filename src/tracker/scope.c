@@ -10,8 +10,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "base/atfork.h"
 #include "base/error.h"
+#include "base/symver.h"
 #include "capture/capture.h"
 #include "tracker/tracker.h"
 
@@ -165,6 +165,7 @@ recap_status_t recap_exact_capture_enter(recap_exact_scope_h *scope_p)
     *scope_p = s;
     return RECAP_OK;
 }
+RECAP__SINCE(recap_exact_capture_enter, "RECAP_1.4");
 
 /* Trackers first (their generators' values with them), then the framework generators that no
  * tracker drives, which get the same values again where one does. */
@@ -199,8 +200,9 @@ recap_status_t recap_exact_capture_leave(recap_exact_scope_h scope)
     scope_free(scope);
     return first;
 }
+RECAP__SINCE(recap_exact_capture_leave, "RECAP_1.4");
 
-void recap__scope_atfork(recap_atfork_t when)
+void recap__scope_atfork(recap__atfork_t when)
 {
     recap__atfork_mutex(&reg_lock, when);
 }

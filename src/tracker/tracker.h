@@ -7,6 +7,7 @@
 #include <stdint.h>
 
 #include "base/lock.h"
+#include "base/atfork.h"
 #include "recap.h"
 #include "rng/generator.h"
 
@@ -24,7 +25,7 @@ typedef struct recap__entry {
  * are unused. Slots are allocated one by one so names stay put when the slot array grows. */
 typedef struct recap__slot {
     recap__entry_t e;
-    recap_genstate_t *obj;
+    recap__genstate_t *obj;
     /* References to obj held beyond the slot's own: an unfork hands the generator's back here
      * and the next fork lends it again, so a fork+unfork pair does no reference counting. */
     int spare;
@@ -41,12 +42,12 @@ typedef struct recap__frame {
     int outer;
     uint64_t seed;
     uint64_t offset;
-    recap_genstate_t *saved;
+    recap__genstate_t *saved;
 } recap__frame_t;
 
 struct recap_tracker {
     uint32_t magic; /* RECAP_MAGIC_TRACKER while live (base/handle.h) */
-    recap_lock_t lock;
+    recap__lock_t lock;
     uint32_t flags;
     int initialized;
     recap_tracker_params_t params; /* as given, for the default tracker's comparison */
@@ -103,7 +104,7 @@ struct recap_states {
 /* A value to write into a state object (obj) or else a generator (gen), and the value it held
  * before (filled in by recap__writes_apply). */
 typedef struct recap__write {
-    recap_genstate_t *obj;
+    recap__genstate_t *obj;
     recap_generator_h gen;
     uint64_t seed, offset;
     uint64_t old_seed, old_offset;
@@ -172,5 +173,9 @@ void recap__slot_release(recap__slot_t *s);
 /* The value of slot i; the caller holds the tracker's lock. Fails only when a framework's
  * state object cannot be read. */
 recap_status_t recap__slot_get(recap_tracker_h t, size_t i, uint64_t *seed, uint64_t *offset);
+
+/* Fork handlers (called by src/process/atfork.c). */
+void recap__default_tracker_atfork(recap__atfork_t when); /* default.c */
+void recap__scope_atfork(recap__atfork_t when);
 
 #endif

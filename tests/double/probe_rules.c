@@ -5,11 +5,11 @@
  * libcuda.so.1 on a GPU machine and against the test double, then diff the outputs: every line
  * that differs is a place where the double does not behave like the driver.
  *
- *   cc -std=gnu11 -I/usr/local/cuda/include -Iinclude -Isrc tests/double/probe_rules.c \
- *      -ldl -lpthread -o probe_rules
- *   ./probe_rules /path/to/libcuda.so.1 src/kernels/kernels.fatbin
+ *   make probe-rules
+ *   tests/double/probe_rules /path/to/libcuda.so.1 src/kernels/kernels.fatbin
  *
- * Not built by make: a tool for checking the double against a newer driver.
+ * Built on demand only (tests/double/Makefile.inc): a tool for checking the double against a
+ * newer driver. CI builds it so it keeps compiling.
  */
 #define _GNU_SOURCE
 #define __CUDA_API_VERSION_INTERNAL 1
@@ -71,7 +71,7 @@ static void status(const char *label, CUstream s)
 
 static CUresult launch(CUstream s)
 {
-    recap_fill_params_t p;
+    recap__fill_params_t p;
     void *args[] = {&p};
 
     memset(&p, 0, sizeof(p));
@@ -428,7 +428,7 @@ static void graphs(void)
     /* snapshot: add a node after instantiation */
     if (p_cuGraphAddKernelNode_v2 != NULL) {
         CUDA_KERNEL_NODE_PARAMS kp;
-        recap_fill_params_t fp;
+        recap__fill_params_t fp;
         void *args[] = {&fp};
         CUgraphNode node;
 
@@ -674,7 +674,7 @@ static void round4(void)
     CUfunction f;
     CUgraphNode node;
     CUDA_KERNEL_NODE_PARAMS kp;
-    recap_fill_params_t fp;
+    recap__fill_params_t fp;
     void *args[] = {&fp};
 
     /* (NULL crashes the real driver) */

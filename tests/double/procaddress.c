@@ -9,10 +9,10 @@
 #include <cuda.h>
 #include <string.h>
 
-#define EXPORT __attribute__((visibility("default")))
+#include "recap.h" /* RECAP_API, the one export macro */
 
-EXPORT CUresult cuGetProcAddress(const char *symbol, void **pfn, int version, cuuint64_t flags);
-EXPORT CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int version, cuuint64_t flags,
+RECAP_API CUresult cuGetProcAddress(const char *symbol, void **pfn, int version, cuuint64_t flags);
+RECAP_API CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int version, cuuint64_t flags,
                                     CUdriverProcAddressQueryResult *status);
 
 typedef struct {
@@ -58,7 +58,7 @@ static const entry_t table[] = {
     E("cuGetProcAddress", 12000, cuGetProcAddress_v2, NULL),
 };
 
-EXPORT CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int version, cuuint64_t flags,
+RECAP_API CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int version, cuuint64_t flags,
                                     CUdriverProcAddressQueryResult *status)
 {
     const entry_t *best = NULL;
@@ -89,7 +89,7 @@ EXPORT CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int version,
     return CUDA_SUCCESS;
 }
 
-EXPORT CUresult cuGetProcAddress(const char *symbol, void **pfn, int version, cuuint64_t flags)
+RECAP_API CUresult cuGetProcAddress(const char *symbol, void **pfn, int version, cuuint64_t flags)
 {
     return cuGetProcAddress_v2(symbol, pfn, version, flags, NULL);
 }

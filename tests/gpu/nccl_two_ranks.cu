@@ -15,7 +15,7 @@
 //      communicator) from the same RNG state: the recomputed outputs equal the forward's and the
 //      input gradients dx = dy * dy/dx of the two runs are bit-identical, for a whole that
 //      halves exactly and for one that needs padding;
-//   3. the saved-input memory per rank, measured twice (the plain host's live bytes and the
+//   3. the saved-input memory per rank, measured twice (the plain engine's live bytes and the
 //      device's free memory, cudaMemGetInfo): halved with distribution.
 // Exit status 0 when both ranks pass, 1 when a check fails, 2 on a setup error.
 #include <cuda_runtime.h>
@@ -150,7 +150,7 @@ extern "C" void block_fn(const float *x, float *y, float *jac, uint64_t n, float
 
 struct run_result {
     std::vector<float> y_fwd, y_re, dx;
-    uint64_t saved_host_bytes;   // the plain host's live bytes kept across the forward
+    uint64_t saved_host_bytes;   // the plain engine's live bytes kept across the forward
     long long saved_device_bytes; // the device's free memory lost across the forward
 };
 
@@ -163,8 +163,8 @@ static size_t device_used(void)
     return total - free_b;
 }
 
-static run_result run_block(recap_plain_host_h host, const recap_host_ops_t *ops, void *ops_host,
-                            uint32_t flags, recap_tracker_h t, recap_stream_t s,
+static run_result run_block(recap_plain_engine_h engine, const recap_engine_ops_t *ops,
+                            void *ops_host, uint32_t flags, recap_tracker_h t, recap_stream_t s,
                             const std::vector<float> &x0)
 {
     static const recap_type_t types[] = {RECAP_TYPE_BUFFER, RECAP_TYPE_BUFFER_OUT,
@@ -183,11 +183,11 @@ static run_result run_block(recap_plain_host_h host, const recap_host_ops_t *ops
     float *dx;
 
     CR(recap_signature_create(RECAP_TYPE_VOID, types, 8, &sig));
-    CR(recap_plain_host_stats(host, &st0));
+    CR(recap_plain_engine_stats(engine, &st0));
     size_t used0 = device_used();
-    CR(recap_plain_buffer_create(host, bytes, 1, &x));
-    CR(recap_plain_buffer_create(host, bytes, 0, &y));
-    CR(recap_plain_buffer_create(host, bytes, 0, &jac));
+    CR(recap_plain_buffer_create(engine, bytes, 1, &x));
+    CR(recap_plain_buffer_create(engine, bytes, 0, &y));
+    CR(recap_plain_buffer_create(engine, bytes, 0, &jac));
     CR(recap_plain_buffer_data(x, &xd));
     CR(recap_plain_buffer_data(y, &yd));
     CR(recap_plain_buffer_data(jac, &jd));
@@ -198,8 +198,9 @@ static run_result run_block(recap_plain_host_h host, const recap_host_ops_t *ops
     r.y_fwd.resize(n);
     CK(cudaMemcpyAsync(r.y_fwd.data(), yd, bytes, cudaMemcpyDeviceToHost, (cudaStream_t)s));
     CR(recap_stream_synchronize(s));
-    CR(recap_plain_buffer_destroy(x)); // the host drops its whole input: recap keeps what it saved
-    CR(recap_plain_host_stats(host, &st1));
+    // the engine drops its whole input: recap keeps what it saved
+    CR(recap_plain_buffer_destroy(x));
+    CR(recap_plain_engine_stats(engine, &st1));
     r.saved_host_bytes = st1.live_bytes - st0.live_bytes - 2 * bytes; /* beyond y and jac */
     r.saved_device_bytes = (long long)device_used() - (long long)used0 - 2 * (long long)bytes;
     CR(recap_checkpoint_backward(ck, outs, 2)); // y, jac recomputed
@@ -235,8 +236,8 @@ static void check_block(ncclComm_t comm, recap_stream_t s, recap_tracker_h t, si
                         int measure)
 {
     const recap_nccl_buffer_ops_t *bops;
-    const recap_host_ops_t *plain_ops, *ops;
-    recap_plain_host_h host;
+    const recap_engine_ops_t *plain_ops, *ops;
+    recap_plain_engine_h engine;
     recap_nccl_h nccl;
     recap_snapshot_h snap;
     void *whost;
@@ -245,17 +246,17 @@ static void check_block(ncclComm_t comm, recap_stream_t s, recap_tracker_h t, si
     // The layer input, replicated across the tensor-parallel group (same values on each rank).
     for (size_t i = 0; i < n; i++)
         x0[i] = (float)((i * 2654435761u) % 4001) / 1000.0f - 2.0f;
-    CR(recap_plain_host_create(g_rank, 0, &host));
-    CR(recap_plain_host_ops(&plain_ops));
+    CR(recap_plain_engine_create(g_rank, 0, &engine));
+    CR(recap_plain_engine_ops(&plain_ops));
     CR(recap_nccl_plain_buffer_ops(&bops));
-    recap_nccl_params_t np = {(void *)comm, g_rank, 2, s, plain_ops, host, bops};
+    recap_nccl_params_t np = {(void *)comm, g_rank, 2, s, plain_ops, engine, bops};
     CR(recap_nccl_ops_create(&np, &nccl));
-    CR(recap_nccl_host_ops(nccl, &ops, &whost));
+    CR(recap_nccl_engine_ops(nccl, &ops, &whost));
     CR(recap_snapshot_create(&snap));
     CR(recap_snapshot_take(t, snap));
-    run_result u = run_block(host, plain_ops, host, 0, t, s, x0);
+    run_result u = run_block(engine, plain_ops, engine, 0, t, s, x0);
     CR(recap_snapshot_restore(t, snap));
-    run_result d = run_block(host, ops, whost, RECAP_CHECKPOINT_DISTRIBUTE, t, s, x0);
+    run_result d = run_block(engine, ops, whost, RECAP_CHECKPOINT_DISTRIBUTE, t, s, x0);
     // recap.h's slicing: ceil(T / 2) rounded up to RECAP_NCCL_SLICE_ALIGN.
     const size_t bytes = n * 4, a = RECAP_NCCL_SLICE_ALIGN;
     const size_t slice = ((bytes + 1) / 2 + a - 1) / a * a;
@@ -286,7 +287,7 @@ static void check_block(ncclComm_t comm, recap_stream_t s, recap_tracker_h t, si
            (unsigned long long)ns.distributes, (unsigned long long)ns.gathers,
            (unsigned long long)ns.live_slices);
     EXPECT(ns.staged_copies == 0, "copies staged through host memory on a real driver");
-    printf("rank %d: checkpoint n=%zu (%s): gradients %s; saved input per rank: plain host %llu "
+    printf("rank %d: checkpoint n=%zu (%s): gradients %s; saved input per rank: plain engine %llu "
            "-> %llu bytes, device %lld -> %lld bytes; %llu padded gathers\n",
            g_rank, n, 2 * slice != bytes ? "padded" : "halves exactly",
            memcmp(d.dx.data(), u.dx.data(), bytes) == 0 ? "bit-identical" : "DIFFER",
@@ -294,7 +295,7 @@ static void check_block(ncclComm_t comm, recap_stream_t s, recap_tracker_h t, si
            u.saved_device_bytes, d.saved_device_bytes, (unsigned long long)ns.padded_gathers);
     CR(recap_snapshot_destroy(snap));
     CR(recap_nccl_ops_destroy(nccl));
-    CR(recap_plain_host_destroy(host));
+    CR(recap_plain_engine_destroy(engine));
 }
 
 // ---------------------------------------------------------------- the ranks

@@ -1,0 +1,44 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The RECAP_REPORT line, defined once: its writer (hooks/report.c) and its reader (recap-probe
+ * --run, src/tools/probe.c, which sums a command's processes) both expand this list. A line is
+ * one flat JSON object, these fields in this order.
+ *
+ * X(name, type, merge): type is how the value is written (STR a quoted string, JSON a JSON
+ * literal given as text, INT a signed and U64 an unsigned number); merge is what the reader does
+ * with it across processes (PROCESS: says whose the line is, left out of the sum; LAST: the last
+ * process's value; SUM: summed).
+ */
+#ifndef RECAP_HOOKS_REPORT_H
+#define RECAP_HOOKS_REPORT_H
+
+#define RECAP__REPORT_FIELDS(X)              \
+    X(recap, STR, LAST)                      \
+    X(time, STR, PROCESS)                    \
+    X(host, STR, PROCESS)                    \
+    X(pid, INT, PROCESS)                     \
+    X(rank, JSON, PROCESS) /* null outside a job */ \
+    X(hooks, STR, LAST)                      \
+    X(captures, U64, SUM)                    \
+    X(graphs_with_rng, U64, SUM)             \
+    X(launches, U64, SUM)                    \
+    X(slot_writes, U64, SUM)                 \
+    X(states_primed, U64, SUM)               \
+    X(live_records, U64, SUM)                \
+    X(framework_generators, U64, SUM)        \
+    X(frameworks, STR, LAST)                 \
+    X(subscriptions, U64, SUM)
+
+/* The C type of each value type, and its printf format. */
+#define RECAP__REPORT_CTYPE_STR const char *
+#define RECAP__REPORT_CTYPE_JSON const char *
+#define RECAP__REPORT_CTYPE_INT long long
+#define RECAP__REPORT_CTYPE_U64 unsigned long long
+#define RECAP__REPORT_FMT_STR "\"%s\""
+#define RECAP__REPORT_FMT_JSON "%s"
+#define RECAP__REPORT_FMT_INT "%lld"
+#define RECAP__REPORT_FMT_U64 "%llu"
+
+enum { RECAP__REPORT_PROCESS, RECAP__REPORT_LAST, RECAP__REPORT_SUM };
+
+#endif
