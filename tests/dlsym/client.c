@@ -49,6 +49,7 @@ static int shim(void)
     const char *drv = getenv("RECAP_CUDA_DRIVER");
     void *d, *a, *b, *fn = NULL;
     int rc, v = 0;
+    int (*launch)(void *, void *);
     gpa_fn gpa;
 
     if (drv == NULL || (d = dlopen(drv, RTLD_NOW | RTLD_LOCAL)) == NULL)
@@ -73,6 +74,8 @@ static int shim(void)
     gpa = (gpa_fn)dlsym(b, "dlsym_plugin_gpa");
     rc = gpa("cuNoSuchEntryPoint", &fn);
     printf("unknown name: rc %d\n", rc);
+    launch = (int (*)(void *, void *))dlsym(a, "dlsym_plugin_launch");
+    printf("cuGraphLaunch(NULL, NULL) through the shim = %d\n", launch(NULL, NULL));
     return 0;
 }
 
@@ -150,20 +153,21 @@ static void *look(void *arg)
         n += dlsym(RTLD_DEFAULT, "cudaGraphLaunch") != NULL;
         n += dlsym(self, "cuStreamBeginCapture") != NULL;
         n += dlsym(RTLD_NEXT, "cuGetProcAddress_v2") != NULL;
+        n += dlsym(RTLD_NEXT, "cuDeviceGetCount") != NULL; /* a name recap does not export */
     }
     return (void *)n;
 }
 
 static int race(int seconds)
 {
-    pthread_t t[4];
+    pthread_t t[6];
     int i;
 
-    for (i = 0; i < 4; i++)
-        pthread_create(&t[i], NULL, i < 2 ? churn : look, NULL);
+    for (i = 0; i < 6; i++)
+        pthread_create(&t[i], NULL, i < 3 ? churn : look, NULL);
     sleep((unsigned)seconds);
     stop = 1;
-    for (i = 0; i < 4; i++)
+    for (i = 0; i < 6; i++)
         pthread_join(t[i], NULL);
     printf("race: done\n");
     return 0;

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * A CUDA-intercepting shim as tools write them: it defines cuGetProcAddress_v2 and forwards to
- * dlsym(RTLD_NEXT, "cuGetProcAddress_v2"). Loaded as a dependency of a dlopen'ed plugin
+ * A CUDA-intercepting shim as tools write them: it defines cuGetProcAddress_v2 and cuGraphLaunch
+ * and forwards each to dlsym(RTLD_NEXT, its name). Loaded as a dependency of a dlopen'ed plugin
  * (tests/dlsym/plugin.c). If RTLD_NEXT ever answers the shim itself, it says so and fails
  * instead of recursing until the stack overflows.
  */
@@ -36,6 +36,34 @@ static int shim_gpa(const char *symbol, void **pfn, int version, unsigned long l
 EXPORT int cuGetProcAddress_v2(const char *symbol, void **pfn, int version,
                                unsigned long long flags, int *status)
     __attribute__((alias("shim_gpa")));
+
+/* The same for a graph entry point, which recap wraps too. */
+typedef int (*launch_fn)(void *, void *);
+
+static int shim_launch(void *exec, void *stream)
+{
+    launch_fn next = (launch_fn)dlsym(RTLD_NEXT, "cuGraphLaunch");
+    int rc;
+
+    if (next == NULL)
+        return -1;
+    if (next == shim_launch || depth > 0) {
+        fprintf(stderr, "shim: dlsym(RTLD_NEXT) answered the shim's own function\n");
+        return -2;
+    }
+    depth++;
+    rc = next(exec, stream);
+    depth--;
+    return rc;
+}
+
+EXPORT int cuGraphLaunch(void *exec, void *stream) __attribute__((alias("shim_launch")));
+EXPORT int dlsym_shim_launch(void *exec, void *stream);
+
+EXPORT int dlsym_shim_launch(void *exec, void *stream)
+{
+    return shim_launch(exec, stream);
+}
 
 EXPORT int dlsym_shim_gpa(const char *symbol, void **pfn);
 EXPORT int dlsym_shim_driver_version(int *v);
