@@ -4,6 +4,7 @@
 #include <pthread.h>
 
 #include "base/atfork.h"
+#include "base/lock.h"
 
 /* The modules' handlers in lock order: an outer lock (the registration probe runs captures, the
  * default tracker creates generators) before the locks taken inside it. */
@@ -12,7 +13,7 @@ static void (*const handlers[])(recap_atfork_t) = {
     recap__cupti_atfork,
     recap__hooks_atfork,         recap__slots_atfork,           recap__device_atfork,
     recap__capture_atfork,       recap__graphs_atfork,          recap__events_atfork,
-    recap__handle_atfork,        recap__log_atfork,
+    recap__handle_atfork,        recap__log_atfork,             recap__lock_atfork,
 };
 #define NHANDLERS (sizeof(handlers) / sizeof(handlers[0]))
 
