@@ -13,10 +13,14 @@
 #include "hooks/events.h"
 #include "hooks/preload_driver.h"
 
+/* The real entry point, looked up once (threads racing here store the same value). */
 #define REAL(type, name)                                          \
-    static type real_;                                            \
-    if (real_ == NULL)                                            \
+    static type real_s_;                                          \
+    type real_ = __atomic_load_n(&real_s_, __ATOMIC_ACQUIRE);     \
+    if (real_ == NULL) {                                          \
         real_ = (type)recap__hooks_real_driver(name);             \
+        __atomic_store_n(&real_s_, real_, __ATOMIC_RELEASE);      \
+    }                                                             \
     if (real_ == NULL)                                            \
         return CUDA_ERROR_NOT_FOUND
 

@@ -41,10 +41,14 @@ static void *real_runtime(const char *name)
     return fn;
 }
 
+/* The real entry point, looked up once (threads racing here store the same value). */
 #define REAL(type, name)                                                   \
-    static type real_;                                                     \
-    if (real_ == NULL)                                                     \
+    static type real_s_;                                                   \
+    type real_ = __atomic_load_n(&real_s_, __ATOMIC_ACQUIRE);              \
+    if (real_ == NULL) {                                                   \
         real_ = (type)real_runtime(name);                                  \
+        __atomic_store_n(&real_s_, real_, __ATOMIC_RELEASE);               \
+    }                                                                      \
     if (real_ == NULL)                                                     \
         return cudaErrorUnknown
 

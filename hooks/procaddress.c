@@ -65,11 +65,14 @@ static void swap_answer(const char *symbol, void **pfn)
 
 RECAP_HOOK CUresult cuGetProcAddress(const char *symbol, void **pfn, int version, cuuint64_t flags)
 {
-    static gpa1_fn real;
+    static gpa1_fn real_s;
+    gpa1_fn real = __atomic_load_n(&real_s, __ATOMIC_ACQUIRE);
     CUresult rc;
 
-    if (real == NULL)
+    if (real == NULL) {
         real = (gpa1_fn)recap__hooks_real_driver("cuGetProcAddress");
+        __atomic_store_n(&real_s, real, __ATOMIC_RELEASE);
+    }
     if (real == NULL)
         return CUDA_ERROR_NOT_FOUND;
     rc = real(symbol, pfn, version, flags);
@@ -81,11 +84,14 @@ RECAP_HOOK CUresult cuGetProcAddress(const char *symbol, void **pfn, int version
 RECAP_HOOK CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int version,
                                         cuuint64_t flags, CUdriverProcAddressQueryResult *status)
 {
-    static gpa2_fn real;
+    static gpa2_fn real_s;
+    gpa2_fn real = __atomic_load_n(&real_s, __ATOMIC_ACQUIRE);
     CUresult rc;
 
-    if (real == NULL)
+    if (real == NULL) {
         real = (gpa2_fn)recap__hooks_real_driver("cuGetProcAddress_v2");
+        __atomic_store_n(&real_s, real, __ATOMIC_RELEASE);
+    }
     if (real == NULL)
         return CUDA_ERROR_NOT_FOUND;
     rc = real(symbol, pfn, version, flags, status);

@@ -122,12 +122,12 @@ static int nocuda(void)
     return fails == 0 && loaded == 0 ? 0 : 1;
 }
 
-static volatile int stop;
+static int stop;
 
 static void *churn(void *arg)
 {
     (void)arg;
-    while (!stop) {
+    while (!__atomic_load_n(&stop, __ATOMIC_RELAXED)) {
         void *a = open_plugin("libdlsymplugin.so"), *b = open_plugin("libdlsymplugin2.so");
         gpa_fn gpa = a != NULL ? (gpa_fn)dlsym(a, "dlsym_plugin_gpa") : NULL;
         void *fn;
@@ -148,7 +148,7 @@ static void *look(void *arg)
     unsigned long n = 0;
 
     (void)arg;
-    while (!stop) {
+    while (!__atomic_load_n(&stop, __ATOMIC_RELAXED)) {
         n += dlsym(RTLD_NEXT, "cuGraphLaunch") != NULL;
         n += dlsym(RTLD_DEFAULT, "cudaGraphLaunch") != NULL;
         n += dlsym(self, "cuStreamBeginCapture") != NULL;
@@ -166,7 +166,7 @@ static int race(int seconds)
     for (i = 0; i < 6; i++)
         pthread_create(&t[i], NULL, i < 3 ? churn : look, NULL);
     sleep((unsigned)seconds);
-    stop = 1;
+    __atomic_store_n(&stop, 1, __ATOMIC_RELAXED);
     for (i = 0; i < 6; i++)
         pthread_join(t[i], NULL);
     printf("race: done\n");
