@@ -25,28 +25,28 @@ recap__hooks_cfg_t recap__hooks_config(void)
     /* In the order of recap__hooks_cfg_t. */
     static const char *const choices[] = {"auto", "preload", "cupti", "off", NULL};
     static int cfg = -1;
+    int c = __atomic_load_n(&cfg, __ATOMIC_ACQUIRE);
 
-    if (cfg < 0)
-        cfg = recap__env_choice("RECAP_HOOKS", choices, RECAP_HOOKS_CFG_AUTO, RECAP_HOOKS_CFG_AUTO);
-    return (recap__hooks_cfg_t)cfg;
+    if (c < 0) {
+        c = recap__env_choice("RECAP_HOOKS", choices, RECAP_HOOKS_CFG_AUTO, RECAP_HOOKS_CFG_AUTO);
+        __atomic_store_n(&cfg, c, __ATOMIC_RELEASE);
+    }
+    return (recap__hooks_cfg_t)c;
 }
 
 /* Whether this librecap came in through LD_PRELOAD (its path or file name is listed there). A
  * program that merely links librecap also interposes the CUDA names, but only a preloaded recap
  * reports through them unless RECAP_HOOKS=preload says otherwise. */
-static int preloaded(void)
+static int find_preloaded(void)
 {
-    static int cached = -1;
     const char *env, *base, *tok;
     Dl_info info;
     size_t blen;
+    int found = 0;
 
-    if (cached >= 0)
-        return cached;
-    cached = 0;
     env = getenv("LD_PRELOAD");
-    if (env == NULL || dladdr((void *)preloaded, &info) == 0 || info.dli_fname == NULL)
-        return cached;
+    if (env == NULL || dladdr((void *)find_preloaded, &info) == 0 || info.dli_fname == NULL)
+        return 0;
     base = strrchr(info.dli_fname, '/');
     base = base != NULL ? base + 1 : info.dli_fname;
     blen = strcspn(base, "."); /* librecap.so, librecap.so.1, librecap.so.1.0.0 all match */
@@ -62,9 +62,22 @@ static int preloaded(void)
                 name = q + 1;
         if ((size_t)(tok + len - name) >= blen && strncmp(name, base, blen) == 0 &&
             (name[blen] == '.' || name + blen == tok + len))
-            cached = 1;
+            found = 1;
     }
-    return cached;
+    return found;
+}
+
+/* Threads ask at once from their first interposed calls: each sees the final answer only. */
+static int preloaded(void)
+{
+    static int cached = -1;
+    int c = __atomic_load_n(&cached, __ATOMIC_ACQUIRE);
+
+    if (c < 0) {
+        c = find_preloaded();
+        __atomic_store_n(&cached, c, __ATOMIC_RELEASE);
+    }
+    return c;
 }
 
 int recap__hooks_preload_enabled(void)

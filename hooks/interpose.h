@@ -77,12 +77,17 @@
     RECAP_API RECAP__I_RESULT sym params;                         \
     RECAP_API RECAP__I_RESULT sym params                          \
     {                                                             \
-        static RECAP__I_RESULT(*real_) params;                    \
+        static RECAP__I_RESULT(*real_s_) params;                  \
+        RECAP__I_RESULT(*real_) params;                           \
         recap__hook_call_t c;                                      \
         RECAP__I_RESULT rc;                                       \
                                                                   \
-        if (real_ == NULL)                                        \
+        /* Looked up once; threads racing here store the same. */ \
+        real_ = __atomic_load_n(&real_s_, __ATOMIC_ACQUIRE);      \
+        if (real_ == NULL) {                                      \
             real_ = (__typeof__(real_))RECAP__I_REAL(#sym);       \
+            __atomic_store_n(&real_s_, real_, __ATOMIC_RELEASE);  \
+        }                                                         \
         if (real_ == NULL)                                        \
             return RECAP__I_MISSING;                              \
         recap__hook_begin(&c);                                    \

@@ -16,40 +16,16 @@
 #include "base/dl.h"
 #include "base/log.h"
 #include "hooks/interpose.h"
+#include "hooks/lookup.h"
 
-/* dl_iterate_phdr callback: the first loaded libcudart that defines the symbol. */
-struct find_ctx {
-    const char *name;
-    void *fn;
-};
-
-static int find_in_cudart(struct dl_phdr_info *info, size_t size, void *data)
-{
-    struct find_ctx *f = data;
-    void *h;
-
-    (void)size;
-    if (f->fn != NULL || info->dlpi_name == NULL || strstr(info->dlpi_name, "libcudart") == NULL)
-        return 0;
-    h = dlopen(info->dlpi_name, RTLD_LAZY | RTLD_NOLOAD);
-    if (h != NULL) {
-        f->fn = recap__dlsym(h, f->name);
-        dlclose(h);
-    }
-    return f->fn != NULL;
-}
-
-/* The next definition after recap's; a libcudart loaded RTLD_LOCAL (as Python extensions load
- * theirs) is not in the global scope, so it is looked for among the loaded objects. */
+/* The next definition after recap's, else a loaded libcudart's (hooks/lookup.c). */
 static void *real_runtime(const char *name)
 {
-    struct find_ctx f = {name, recap__dlsym(RTLD_NEXT, name)};
+    void *fn = recap__lookup_runtime(name);
 
-    if (f.fn == NULL)
-        dl_iterate_phdr(find_in_cudart, &f);
-    if (f.fn == NULL)
+    if (fn == NULL)
         recap__log(RECAP_LOG_WARN, "%s: no CUDA runtime defines it; the call fails", name);
-    return f.fn;
+    return fn;
 }
 
 /* The runtime's types; the wrappers are hooks/interpose.h's. */

@@ -18,6 +18,7 @@
 
 #include "base/dl.h"
 #include "hooks/hooks.h"
+#include "hooks/lookup.h"
 #include "hooks/preload_driver.h"
 
 typedef CUresult (*gpa1_fn)(const char *, void **, int, cuuint64_t);
@@ -64,11 +65,14 @@ static void swap_answer(const char *symbol, void **pfn)
 
 RECAP_API CUresult cuGetProcAddress(const char *symbol, void **pfn, int version, cuuint64_t flags)
 {
-    static gpa1_fn real;
+    static gpa1_fn real_s;
+    gpa1_fn real = __atomic_load_n(&real_s, __ATOMIC_ACQUIRE);
     CUresult rc;
 
-    if (real == NULL)
+    if (real == NULL) {
         real = (gpa1_fn)recap__hooks_real_driver("cuGetProcAddress");
+        __atomic_store_n(&real_s, real, __ATOMIC_RELEASE);
+    }
     if (real == NULL)
         return CUDA_ERROR_NOT_FOUND;
     rc = real(symbol, pfn, version, flags);
@@ -80,11 +84,14 @@ RECAP_API CUresult cuGetProcAddress(const char *symbol, void **pfn, int version,
 RECAP_API CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int version,
                                         cuuint64_t flags, CUdriverProcAddressQueryResult *status)
 {
-    static gpa2_fn real;
+    static gpa2_fn real_s;
+    gpa2_fn real = __atomic_load_n(&real_s, __ATOMIC_ACQUIRE);
     CUresult rc;
 
-    if (real == NULL)
+    if (real == NULL) {
         real = (gpa2_fn)recap__hooks_real_driver("cuGetProcAddress_v2");
+        __atomic_store_n(&real_s, real, __ATOMIC_RELEASE);
+    }
     if (real == NULL)
         return CUDA_ERROR_NOT_FOUND;
     rc = real(symbol, pfn, version, flags, status);
@@ -93,91 +100,68 @@ RECAP_API CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int versi
     return rc;
 }
 
-/* glibc resolves RTLD_DEFAULT and RTLD_NEXT relative to the calling object; asked through
- * recap's dlsym, the caller would be recap. So the caller's object is found from the return
- * address and its view is rebuilt: RTLD_NEXT searches the objects loaded after it, RTLD_DEFAULT
- * the global scope and then the caller's own dependency group (an extension loaded RTLD_LOCAL
- * sees its local group). */
-RECAP_NO_SANITIZE_EARLY static struct link_map *caller_map(const void *caller)
+/* Whether recap's export of `name` wraps a driver entry point (else a runtime one). */
+static int driver_name(const char *name)
 {
-    struct link_map *map = NULL;
-    Dl_info info;
-
-    if (dladdr1(caller, &info, (void **)&map, RTLD_DL_LINKMAP) == 0)
-        return NULL;
-    return map;
-}
-
-RECAP_NO_SANITIZE_EARLY static void *in_object(struct link_map *map, const char *name)
-{
-    void *h = recap__dlopen(map->l_name[0] ? map->l_name : NULL, RTLD_LAZY | RTLD_NOLOAD);
-    void *p = NULL;
-
-    if (h != NULL) {
-        p = recap__dlsym(h, name);
-        recap__dlclose(h);
-    }
-    return p;
-}
-
-RECAP_NO_SANITIZE_EARLY static void *next_after(const void *caller, const char *name)
-{
-    struct link_map *map = caller_map(caller);
-    void *p = NULL;
-
-    if (map == NULL)
-        return recap__dlsym(RTLD_DEFAULT, name);
-    for (map = map->l_next; map != NULL && p == NULL; map = map->l_next)
-        p = in_object(map, name);
-    return p;
-}
-
-RECAP_NO_SANITIZE_EARLY static void *default_for(const void *caller, const char *name)
-{
-    void *p = recap__dlsym(RTLD_DEFAULT, name);
-    struct link_map *map;
-
-    if (p == NULL && (map = caller_map(caller)) != NULL)
-        p = in_object(map, name);
-    return p;
-}
-
-/* What dlsym answers for a driver entry point while the preload front end works: the lookup
- * as the caller would have made it, then recap's entry point in place of the driver's. */
-RECAP_NO_SANITIZE_EARLY static void *driver_dlsym(void *handle, const char *name,
-                                                  const void *caller)
-{
-    void *p, *w;
     unsigned i;
 
-    if (handle == RTLD_NEXT)
-        p = next_after(caller, name);
-    else if (handle == RTLD_DEFAULT)
-        p = default_for(caller, name);
-    else
-        p = recap__dlsym(handle, name);
-    if (p == NULL)
-        return p;
-    if (strcmp(name, "cuGetProcAddress_v2") == 0)
-        return (void *)cuGetProcAddress_v2;
-    if (strcmp(name, "cuGetProcAddress") == 0)
-        return (void *)cuGetProcAddress;
-    /* A graph entry point asked for by its exported name: recap's wrapper of that very name. */
+    if (strcmp(name, "cuGetProcAddress") == 0 || strcmp(name, "cuGetProcAddress_v2") == 0)
+        return 1;
     for (i = 0; i < recap__ndriver_hooks; i++)
-        if (strcmp(recap__driver_hooks[i].symbol, name) == 0) {
-            w = recap__driver_hooks[i].wrapper;
-            return recap__hooks_real_driver(name) == p ? w : p;
-        }
+        if (strcmp(recap__driver_hooks[i].symbol, name) == 0)
+            return 1;
+    return 0;
+}
+
+/* What dlsym answers for a CUDA name librecap exports: the answer the process would get without
+ * recap (hooks/lookup.c), then, while the preload front end works (`own` is recap's export),
+ * recap's entry point in its place where that answer is the function recap's forwards to (the
+ * loaded driver's for a driver name, whatever the handle; the runtime's for RTLD_DEFAULT, the
+ * lookup a preloaded definition wins), or where RTLD_DEFAULT finds nothing while a loaded driver
+ * or runtime defines the name (loaded RTLD_LOCAL). A process without CUDA sees no CUDA symbol,
+ * and no lookup loads or initializes anything. */
+static void *interposed_dlsym(void *handle, const char *name, const void *caller, void *own)
+{
+    void *p = recap__lookup_without_recap(handle, name, caller), *real;
+
+    if (own == NULL)
+        return p;
+    if (p == NULL && handle != RTLD_DEFAULT)
+        return NULL;
+    if (driver_name(name)) {
+        real = recap__lookup_loaded_driver(name);
+        if (real != NULL && (p == real || (p == NULL && handle == RTLD_DEFAULT)))
+            return own;
+        return p;
+    }
+    if (handle == RTLD_DEFAULT && (real = recap__lookup_runtime(name)) != NULL &&
+        (p == real || p == NULL))
+        return own;
+    return p;
+}
+
+/* Cached per call site until the next dlopen or dlclose: a shim's dlsym(RTLD_NEXT) on every
+ * call costs a lookup in a small table. */
+static void *cached_dlsym(void *handle, const char *name, const void *caller, void *own)
+{
+    recap_lookup_gen_t gen = recap__lookup_generation();
+    void *p;
+
+    if (!recap__lookup_cache_get(gen, handle, caller, name, &p)) {
+        p = interposed_dlsym(handle, name, caller, own);
+        recap__lookup_cache_put(gen, handle, caller, name, p);
+    }
+    recap__lookup_set_dlerror(name, p);
     return p;
 }
 
 /*
- * Every other name goes to libc's dlsym by a tail call, so glibc sees the caller's return
- * address and resolves RTLD_NEXT and RTLD_DEFAULT exactly as without recap, with no lookup of
- * recap's own. That path runs while sanitizer runtimes initialize (they resolve their
- * interceptors through dlsym(RTLD_NEXT) before any constructor has run), where the emulation's
- * dlopen of each later object would run their constructors early. Without optimization the tail
- * call is not guaranteed: the emulation answers then.
+ * Every name librecap does not export goes to libc's dlsym by a tail call, so glibc sees the
+ * caller's return address and resolves RTLD_NEXT and RTLD_DEFAULT exactly as without recap. That
+ * path runs while sanitizer runtimes initialize (they resolve their interceptors through
+ * dlsym(RTLD_NEXT) before any constructor has run), where opening a library would run
+ * constructors early. Without optimization the tail call is not guaranteed: librecap's view
+ * answers then.
  */
 #if defined(__clang__) && defined(__has_attribute)
 #if __has_attribute(musttail)
@@ -192,15 +176,25 @@ RECAP_NO_SANITIZE_EARLY static void *driver_dlsym(void *handle, const char *name
 RECAP_API void *dlsym(void *handle, const char *name);
 RECAP_NO_SANITIZE_EARLY RECAP_API RECAP_TAIL_FN void *dlsym(void *handle, const char *name)
 {
-    if (name[0] == 'c' && name[1] == 'u' && recap__hooks_preload_enabled())
-        return driver_dlsym(handle, name, __builtin_return_address(0));
+    void *own;
+
+    if (name[0] == 'c' && name[1] == 'u' && (own = recap__lookup_own(name)) != NULL)
+        return cached_dlsym(handle, name, __builtin_return_address(0),
+                            recap__hooks_preload_enabled() ? own : NULL);
 #ifdef RECAP_TAIL_RETURN
     RECAP_TAIL_RETURN recap__real_dlsym()(handle, name);
 #else
-    if (handle == RTLD_NEXT)
-        return next_after(__builtin_return_address(0), name);
-    if (handle == RTLD_DEFAULT)
-        return default_for(__builtin_return_address(0), name);
-    return recap__dlsym(handle, name);
+    /* Unoptimized builds: librecap's view stands in for the caller's (RTLD_NEXT never answers
+     * the caller's own definition). No library is opened: this runs while sanitizer runtimes
+     * start, before constructors. */
+    {
+        void *p = recap__dlsym(handle, name);
+        Dl_info a, b;
+
+        if (handle == RTLD_NEXT && p != NULL && dladdr(p, &a) != 0 &&
+            dladdr(__builtin_return_address(0), &b) != 0 && a.dli_fbase == b.dli_fbase)
+            p = NULL;
+        return p;
+    }
 #endif
 }

@@ -159,6 +159,9 @@ int main(void)
         end((CUstream)s, &graph);
         if (st == RECAP_ERR_NOT_REGISTERED) {
             fprintf(stderr, "client: captured draw refused: %s\n", p_recap_last_error());
+            free(ha);
+            free(hb);
+            free(prev);
             return fails == 0 ? 3 : 1;
         }
         EXPECT(st == RECAP_OK, "captured fill: %s", p_recap_strerror(st));

@@ -39,7 +39,8 @@ static int run_client(const char *const *extra, char *err, size_t errlen)
     }
     envp[n++] = (char *)"RECAP_LIB=" LIB;
     for (i = 0; extra[i] != NULL; i++)
-        envp[n++] = (char *)extra[i];
+        envp[n++] = strncmp(extra[i], "LD_PRELOAD=", 11) == 0 ? (char *)tu_preload_env(extra[i] + 11)
+                                                              : (char *)extra[i];
     envp[n] = NULL;
     fd = mkstemp(errpath);
     ck_assert_int_ge(fd, 0);
@@ -136,8 +137,9 @@ int main(void)
     Suite *s;
     TCase *tc;
 
-    /* A sanitizer-built librecap cannot be preloaded into the client (the sanitizer runtime must
-     * come first): scripts/ci-sanitize sets RECAP_TEST_NO_PRELOAD and the suite is skipped. */
+    /* A sanitizer-built librecap is preloaded after its sanitizer's runtime, which must come
+     * first (scripts/ci-sanitize names it in RECAP_TEST_PRELOAD_FIRST); RECAP_TEST_NO_PRELOAD
+     * skips the suite. */
     if (getenv("RECAP_TEST_NO_PRELOAD") != NULL)
         return 77;
     s = suite_create("preload");

@@ -1214,8 +1214,9 @@ int main(void)
     tcase_add_test(tc, table_wraps_details_to_the_terminal_width);
     tcase_add_test(tc, with_driver_driver_and_devices_pass);
     /* --run preloads librecap into other programs: not with a sanitizer-built librecap
-     * (scripts/ci-sanitize sets RECAP_TEST_NO_PRELOAD), whose runtime must come first. */
-    if (getenv("RECAP_TEST_NO_PRELOAD") == NULL) {
+     * (scripts/ci-sanitize names its runtime in RECAP_TEST_PRELOAD_FIRST), whose runtime must
+     * come first, which the tool does not arrange. */
+    if (getenv("RECAP_TEST_NO_PRELOAD") == NULL && getenv("RECAP_TEST_PRELOAD_FIRST") == NULL) {
         tcase_add_test(tc, run_exits_with_the_command_status);
         tcase_add_test(tc, run_json_is_the_last_line_after_output_without_a_newline);
         tcase_add_test(tc, run_preloads_recap_before_existing_preloads);

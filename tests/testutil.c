@@ -62,6 +62,16 @@ char *tu_shell(const char *cmd, int *status_p)
     return out;
 }
 
+const char *tu_preload_env(const char *lib)
+{
+    static char buf[8192];
+    const char *first = getenv("RECAP_TEST_PRELOAD_FIRST");
+
+    snprintf(buf, sizeof(buf), "LD_PRELOAD=%s%s%s", first != NULL ? first : "",
+             first != NULL ? " " : "", lib);
+    return buf;
+}
+
 int tu_run(Suite *s)
 {
     SRunner *sr = srunner_create(s);

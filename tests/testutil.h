@@ -36,6 +36,11 @@ void tu_fork_draw(recap_tracker_h t, const char *name, uint32_t *w, size_t n);
 /* Runs `cmd` through the shell: what it printed on stdout (free it) and its exit status. */
 char *tu_shell(const char *cmd, int *status_p);
 
+/* "LD_PRELOAD=<lib>" for a program not built with recap's sanitizer, with that sanitizer's
+ * runtime first when $RECAP_TEST_PRELOAD_FIRST names it (scripts/ci-sanitize); static storage,
+ * valid until the next call. */
+const char *tu_preload_env(const char *lib);
+
 /* Runs the suite and returns the process exit status. */
 int tu_run(Suite *s);
 

@@ -7,8 +7,9 @@
  * inside a module's critical section when the process is copied; the parent releases them; the
  * child releases them too (the other threads are gone) and each module drops what belonged to
  * those threads (captures in progress). Per-object locks (generators, trackers, captures, plain
- * hosts) are not covered: an object another thread was using at the fork may stay locked in the
- * child, which should create its own.
+ * engines) are recap__lock_t spinlocks: last of all, the prepare step waits for the threads inside
+ * their critical sections to leave, and a child takes over one a vanished thread still held
+ * (src/base/lock.h), so a child can use the objects it inherits.
  */
 #ifndef RECAP_BASE_ATFORK_H
 #define RECAP_BASE_ATFORK_H

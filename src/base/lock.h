@@ -1,14 +1,26 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * A small spinlock for state that is held for a few loads and stores (generator offsets, tracker
- * maps). Uncontended it costs one atomic exchange and one release store, about half of a
- * pthread mutex pair, which matters for fork/unfork on every layer of a training step. Under
- * contention it yields the CPU instead of burning it.
+ * maps). Uncontended it costs one compare-and-swap and one release store, plus, for a thread's
+ * outermost lock, one shared counter up and down, which matters for fork/unfork on every layer of
+ * a training step. Under contention it yields the CPU instead of burning it.
+ *
+ * fork(): another thread may hold an object's lock when the process forks, and that thread does
+ * not exist in the child. Two things keep the child from waiting for it forever:
+ *  - the fork handlers (src/base/lock.c, last in src/process/atfork.c's order) close a gate that
+ *    keeps threads out of new outermost critical sections and wait, briefly, for the threads
+ *    inside to leave, so the child normally inherits every object unlocked and consistent;
+ *  - a lock is tagged with the process incarnation that took it (a count of forks along the way):
+ *    should the wait time out (a thread inside a critical section waiting for something the
+ *    forking thread holds), the child takes over a lock left by a thread of its parent instead
+ *    of spinning on it.
  */
 #ifndef RECAP_BASE_LOCK_H
 #define RECAP_BASE_LOCK_H
 
 #include <sched.h>
+
+#include "base/atfork.h"
 
 /* A spin-wait hint: x86's pause, Arm's yield, else nothing (a compiler barrier). */
 static inline void recap__cpu_relax(void)
@@ -23,28 +35,46 @@ static inline void recap__cpu_relax(void)
 }
 
 typedef struct {
-    int locked;
+    unsigned locked; /* 0, or the tag of the process incarnation holding it */
 } recap__lock_t;
 
 #define RECAP_LOCK_INIT {0}
 
+/* src/base/lock.c */
+extern unsigned recap__lock_tag;        /* odd: 2 * forks along the way + 1 */
+extern unsigned recap__lock_gate;       /* nonzero while a fork is being prepared */
+extern unsigned recap__lock_inside;     /* threads holding at least one lock */
+extern _Thread_local int recap__lock_depth;
+void recap__lock_wait_gate(void);
+void recap__lock_atfork(recap__atfork_t when);
+
 static inline void recap__lock(recap__lock_t *l)
 {
+    unsigned tag = __atomic_load_n(&recap__lock_tag, __ATOMIC_RELAXED), seen = 0;
     int spins = 0;
 
-    while (__atomic_exchange_n(&l->locked, 1, __ATOMIC_ACQUIRE)) {
-        while (__atomic_load_n(&l->locked, __ATOMIC_RELAXED)) {
-            if (++spins < 64)
-                recap__cpu_relax();
-            else
-                sched_yield();
-        }
+    if (recap__lock_depth++ == 0) {
+        __atomic_add_fetch(&recap__lock_inside, 1, __ATOMIC_SEQ_CST);
+        if (__atomic_load_n(&recap__lock_gate, __ATOMIC_SEQ_CST))
+            recap__lock_wait_gate();
+    }
+    while (!__atomic_compare_exchange_n(&l->locked, &seen, tag, 0, __ATOMIC_ACQUIRE,
+                                        __ATOMIC_RELAXED)) {
+        if (seen != tag) /* left by a thread of the parent process: not coming back */
+            continue;
+        seen = 0;
+        if (++spins < 64)
+            recap__cpu_relax();
+        else
+            sched_yield();
     }
 }
 
 static inline void recap__unlock(recap__lock_t *l)
 {
     __atomic_store_n(&l->locked, 0, __ATOMIC_RELEASE);
+    if (--recap__lock_depth == 0)
+        __atomic_sub_fetch(&recap__lock_inside, 1, __ATOMIC_RELEASE);
 }
 
 #endif

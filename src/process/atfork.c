@@ -4,6 +4,7 @@
 #include <pthread.h>
 
 #include "base/handle.h"
+#include "base/lock.h"
 #include "base/log.h"
 #include "capture/capture.h"
 #include "driver/driver.h"
@@ -19,7 +20,7 @@ static void (*const handlers[])(recap__atfork_t) = {
     recap__cupti_atfork,
     recap__hooks_atfork,         recap__slots_atfork,           recap__device_atfork,
     recap__capture_atfork,       recap__graphs_atfork,          recap__events_atfork,
-    recap__handle_atfork,        recap__log_atfork,
+    recap__handle_atfork,        recap__log_atfork,             recap__lock_atfork,
 };
 #define NHANDLERS (sizeof(handlers) / sizeof(handlers[0]))
 
