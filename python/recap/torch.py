@@ -419,29 +419,44 @@ class exact_capture(contextlib.ContextDecorator):
     the first eager step would have, and a graphed run reproduces the eager one bit for bit.
     Restores on exceptions too; nests; process-wide (no other thread should draw meanwhile).
     ``RECAP_EXACT_CAPTURE=0`` makes it do nothing. A class rather than a generator function:
-    entering and leaving cost two C calls (with the C operations of recap/_torchops.c, about a
-    microsecond in all; see bench/RESULTS.md)."""
+    entering and leaving are two C calls, about 2 us in all with 8 tracker states when torch's
+    generators run their value operations in C (recap/_torchops.c), over 100 us in Python
+    (tests/python/graphs_exact.py measures both)."""
 
-    __slots__ = ("_scope",)
+    __slots__ = ("_scope", "_entered")
 
     def __init__(self) -> None:
-        self._scope = None
+        self._scope = ctypes.c_void_p()
+        self._entered = False
 
     def __enter__(self) -> "exact_capture":
-        if self._scope is not None:
+        # The hot path is kept to two foreign calls: a scope is entered around every warm-up.
+        if self._entered:
             raise RuntimeError("recap.torch.exact_capture: this scope is entered already")
-        _default_generators()
-        scope = ctypes.c_void_p()
-        check(lib().recap_exact_capture_enter(ctypes.byref(scope)), "recap_exact_capture_enter")
-        self._scope = scope
+        if not _all_devices:
+            _default_generators()
+        fns = _scope_fns or _bind_scope_fns()
+        st = fns[0](ctypes.byref(self._scope))
+        if st:
+            check(st, "recap_exact_capture_enter")
+        self._entered = True
         return self
 
     def __exit__(self, exc_type, exc, tb) -> bool:
-        scope, self._scope = self._scope, None
-        st = lib().recap_exact_capture_leave(scope)
-        if exc_type is None:  # an exception inside wins over a failed restore
+        self._entered = False
+        st = (_scope_fns or _bind_scope_fns())[1](self._scope)
+        if st and exc_type is None:  # an exception inside wins over a failed restore
             check(st, "recap_exact_capture_leave")
         return False
+
+
+_scope_fns = None
+
+
+def _bind_scope_fns():
+    global _scope_fns
+    _scope_fns = (lib().recap_exact_capture_enter, lib().recap_exact_capture_leave)
+    return _scope_fns
 
 
 # The line a user writes around a hand-written warm-up and torch.cuda.graph.
