@@ -258,6 +258,7 @@ static CUresult launch(launch_fn real, CUgraphExec e, CUstream s)
     recap__ev_before_launch(&c, e, s);
     rc = real(e, s);
     recap__ev_after_launch(&c, e, rc == CUDA_SUCCESS);
+    recap__ev_launched(&c, e, s, rc == CUDA_SUCCESS);
     recap__hook_end(&c);
     return rc;
 }
@@ -286,6 +287,99 @@ RECAP_HOOK CUresult cuGraphUpload_ptsz(CUgraphExec e, CUstream s)
     return real_(e, s);
 }
 
+/* Graph composition (capture/compose.c): exec updates, child graph node updates in an exec, and
+ * the bodies of conditional nodes added with cuGraphAddNode. */
+typedef CUresult (*exec_update2_fn)(CUgraphExec, CUgraph, CUgraphExecUpdateResultInfo *);
+typedef CUresult (*exec_update1_fn)(CUgraphExec, CUgraph, CUgraphNode *, CUgraphExecUpdateResult *);
+typedef CUresult (*exec_child_fn)(CUgraphExec, CUgraphNode, CUgraph);
+typedef CUresult (*exec_node_fn)(CUgraphExec, CUgraphNode, CUgraphNodeParams *);
+typedef CUresult (*add_node1_fn)(CUgraphNode *, CUgraph, const CUgraphNode *, size_t,
+                                 CUgraphNodeParams *);
+typedef CUresult (*add_node2_fn)(CUgraphNode *, CUgraph, const CUgraphNode *,
+                                 const CUgraphEdgeData *, size_t, CUgraphNodeParams *);
+
+RECAP_HOOK CUresult cuGraphExecUpdate_v2(CUgraphExec e, CUgraph g, CUgraphExecUpdateResultInfo *info)
+{
+    recap_hook_call_t c;
+    CUresult rc;
+    REAL(exec_update2_fn, "cuGraphExecUpdate_v2");
+
+    recap__hook_begin(&c);
+    rc = real_(e, g, info);
+    recap__ev_exec_updated(&c, rc == CUDA_SUCCESS, e, g);
+    recap__hook_end(&c);
+    return rc;
+}
+
+RECAP_HOOK CUresult cuGraphExecUpdate(CUgraphExec e, CUgraph g, CUgraphNode *err,
+                                      CUgraphExecUpdateResult *result)
+{
+    recap_hook_call_t c;
+    CUresult rc;
+    REAL(exec_update1_fn, "cuGraphExecUpdate");
+
+    recap__hook_begin(&c);
+    rc = real_(e, g, err, result);
+    recap__ev_exec_updated(&c, rc == CUDA_SUCCESS, e, g);
+    recap__hook_end(&c);
+    return rc;
+}
+
+RECAP_HOOK CUresult cuGraphExecChildGraphNodeSetParams(CUgraphExec e, CUgraphNode n, CUgraph child)
+{
+    recap_hook_call_t c;
+    CUresult rc;
+    REAL(exec_child_fn, "cuGraphExecChildGraphNodeSetParams");
+
+    recap__hook_begin(&c);
+    rc = real_(e, n, child);
+    recap__ev_exec_child_updated(&c, rc == CUDA_SUCCESS, e, n, child);
+    recap__hook_end(&c);
+    return rc;
+}
+
+RECAP_HOOK CUresult cuGraphExecNodeSetParams(CUgraphExec e, CUgraphNode n, CUgraphNodeParams *p)
+{
+    recap_hook_call_t c;
+    CUresult rc;
+    REAL(exec_node_fn, "cuGraphExecNodeSetParams");
+
+    recap__hook_begin(&c);
+    rc = real_(e, n, p);
+    if (p != NULL && p->type == CU_GRAPH_NODE_TYPE_GRAPH)
+        recap__ev_exec_child_updated(&c, rc == CUDA_SUCCESS, e, n, p->graph.graph);
+    recap__hook_end(&c);
+    return rc;
+}
+
+RECAP_HOOK CUresult cuGraphAddNode(CUgraphNode *n, CUgraph g, const CUgraphNode *deps, size_t nd,
+                                   CUgraphNodeParams *p)
+{
+    recap_hook_call_t c;
+    CUresult rc;
+    REAL(add_node1_fn, "cuGraphAddNode");
+
+    recap__hook_begin(&c);
+    rc = real_(n, g, deps, nd, p);
+    recap__ev_node_added(&c, rc == CUDA_SUCCESS && n != NULL, g, n != NULL ? *n : NULL, p);
+    recap__hook_end(&c);
+    return rc;
+}
+
+RECAP_HOOK CUresult cuGraphAddNode_v2(CUgraphNode *n, CUgraph g, const CUgraphNode *deps,
+                                      const CUgraphEdgeData *data, size_t nd, CUgraphNodeParams *p)
+{
+    recap_hook_call_t c;
+    CUresult rc;
+    REAL(add_node2_fn, "cuGraphAddNode_v2");
+
+    recap__hook_begin(&c);
+    rc = real_(n, g, deps, data, nd, p);
+    recap__ev_node_added(&c, rc == CUDA_SUCCESS && n != NULL, g, n != NULL ? *n : NULL, p);
+    recap__hook_end(&c);
+    return rc;
+}
+
 #define HOOK(base, sym) {base, #sym, (void *)sym}
 const recap_driver_hook_t recap__driver_hooks[] = {
     HOOK("cuStreamBeginCapture", cuStreamBeginCapture_v2),
@@ -309,5 +403,11 @@ const recap_driver_hook_t recap__driver_hooks[] = {
     HOOK("cuGraphLaunch", cuGraphLaunch_ptsz),
     HOOK("cuGraphUpload", cuGraphUpload),
     HOOK("cuGraphUpload", cuGraphUpload_ptsz),
+    HOOK("cuGraphExecUpdate", cuGraphExecUpdate_v2),
+    HOOK("cuGraphExecUpdate", cuGraphExecUpdate),
+    HOOK("cuGraphExecChildGraphNodeSetParams", cuGraphExecChildGraphNodeSetParams),
+    HOOK("cuGraphExecNodeSetParams", cuGraphExecNodeSetParams),
+    HOOK("cuGraphAddNode", cuGraphAddNode),
+    HOOK("cuGraphAddNode", cuGraphAddNode_v2),
 };
 const unsigned recap__ndriver_hooks = sizeof(recap__driver_hooks) / sizeof(recap__driver_hooks[0]);

@@ -11,6 +11,7 @@
 #include <cuda_runtime_api.h>
 #include <dlfcn.h>
 #include <link.h>
+#include <stdint.h>
 #include <string.h>
 
 #include "base/dl.h"
@@ -270,6 +271,7 @@ static cudaError_t launch(launch_fn real, cudaGraphExec_t e, cudaStream_t s)
     recap__ev_before_launch(&c, e, s);
     rc = real(e, s);
     recap__ev_after_launch(&c, e, rc == cudaSuccess);
+    recap__ev_launched(&c, e, s, rc == cudaSuccess);
     recap__hook_end(&c);
     return rc;
 }
@@ -310,4 +312,106 @@ EXPORT cudaError_t cudaGraphUpload_ptsz(cudaGraphExec_t e, cudaStream_t s)
     rc = real_(e, s);
     recap__hook_end(&c);
     return rc;
+}
+
+/* Graph composition: an exec's update and its child graph nodes' updates change what its
+ * launches draw; a conditional node's bodies are reported so instantiate can look inside them
+ * (capture/compose.c). */
+typedef cudaError_t (*exec_update_fn)(cudaGraphExec_t, cudaGraph_t, cudaGraphExecUpdateResultInfo *);
+typedef cudaError_t (*exec_child_fn)(cudaGraphExec_t, cudaGraphNode_t, cudaGraph_t);
+typedef cudaError_t (*exec_node_fn)(cudaGraphExec_t, cudaGraphNode_t, struct cudaGraphNodeParams *);
+typedef cudaError_t (*add_node6_fn)(cudaGraphNode_t *, cudaGraph_t, const cudaGraphNode_t *,
+                                    const cudaGraphEdgeData *, size_t, struct cudaGraphNodeParams *);
+
+EXPORT cudaError_t cudaGraphExecUpdate(cudaGraphExec_t e, cudaGraph_t g,
+                                       cudaGraphExecUpdateResultInfo *info)
+{
+    recap_hook_call_t c;
+    cudaError_t rc;
+    REAL(exec_update_fn, "cudaGraphExecUpdate");
+
+    recap__hook_begin(&c);
+    rc = real_(e, g, info);
+    recap__ev_exec_updated(&c, rc == cudaSuccess, e, g);
+    recap__hook_end(&c);
+    return rc;
+}
+
+EXPORT cudaError_t cudaGraphExecChildGraphNodeSetParams(cudaGraphExec_t e, cudaGraphNode_t n,
+                                                        cudaGraph_t child)
+{
+    recap_hook_call_t c;
+    cudaError_t rc;
+    REAL(exec_child_fn, "cudaGraphExecChildGraphNodeSetParams");
+
+    recap__hook_begin(&c);
+    rc = real_(e, n, child);
+    recap__ev_exec_child_updated(&c, rc == cudaSuccess, e, n, child);
+    recap__hook_end(&c);
+    return rc;
+}
+
+EXPORT cudaError_t cudaGraphExecNodeSetParams(cudaGraphExec_t e, cudaGraphNode_t n,
+                                              struct cudaGraphNodeParams *p)
+{
+    recap_hook_call_t c;
+    cudaError_t rc;
+    REAL(exec_node_fn, "cudaGraphExecNodeSetParams");
+
+    recap__hook_begin(&c);
+    rc = real_(e, n, p);
+    if (p != NULL && p->type == cudaGraphNodeTypeGraph)
+        recap__ev_exec_child_updated(&c, rc == cudaSuccess, e, n, p->graph.graph);
+    recap__hook_end(&c);
+    return rc;
+}
+
+/* cudaGraphAddNode took no edge data before CUDA 13 (cudaGraphAddNode_v2 did): the parameters
+ * are the fifth argument there, the sixth from CUDA 13 on. All six are passed on either way. */
+static int runtime_version(void)
+{
+    static int version = -1;
+
+    if (version < 0) {
+        cudaError_t (*get)(int *) = (cudaError_t(*)(int *))real_runtime("cudaRuntimeGetVersion");
+        int v = 0;
+        if (get == NULL || get(&v) != cudaSuccess)
+            v = CUDART_VERSION;
+        version = v;
+    }
+    return version;
+}
+
+static cudaError_t add_node(add_node6_fn real, int six, cudaGraphNode_t *n, cudaGraph_t g,
+                            const cudaGraphNode_t *deps, const cudaGraphEdgeData *data, size_t nd,
+                            struct cudaGraphNodeParams *p)
+{
+    recap_hook_call_t c;
+    cudaError_t rc;
+    const void *params = six ? (const void *)p : (const void *)(uintptr_t)nd;
+
+    recap__hook_begin(&c);
+    rc = real(n, g, deps, data, nd, p);
+    recap__ev_node_added(&c, rc == cudaSuccess && n != NULL, g, n != NULL ? *n : NULL, params);
+    recap__hook_end(&c);
+    return rc;
+}
+
+EXPORT cudaError_t cudaGraphAddNode(cudaGraphNode_t *n, cudaGraph_t g, const cudaGraphNode_t *deps,
+                                    const cudaGraphEdgeData *data, size_t nd,
+                                    struct cudaGraphNodeParams *p)
+{
+    REAL(add_node6_fn, "cudaGraphAddNode");
+    return add_node(real_, runtime_version() >= 13000, n, g, deps, data, nd, p);
+}
+
+EXPORT cudaError_t cudaGraphAddNode_v2(cudaGraphNode_t *n, cudaGraph_t g, const cudaGraphNode_t *deps,
+                                       const cudaGraphEdgeData *data, size_t nd,
+                                       struct cudaGraphNodeParams *p);
+EXPORT cudaError_t cudaGraphAddNode_v2(cudaGraphNode_t *n, cudaGraph_t g, const cudaGraphNode_t *deps,
+                                       const cudaGraphEdgeData *data, size_t nd,
+                                       struct cudaGraphNodeParams *p)
+{
+    REAL(add_node6_fn, "cudaGraphAddNode_v2");
+    return add_node(real_, 1, n, g, deps, data, nd, p);
 }

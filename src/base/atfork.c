@@ -10,7 +10,7 @@
 static void (*const handlers[])(recap_atfork_t) = {
     recap__capture_probe_atfork, recap__default_tracker_atfork, recap__scope_atfork,
     recap__cupti_atfork,
-    recap__hooks_atfork,         recap__slots_atfork,           recap__device_atfork,
+    recap__hooks_atfork,         recap__compose_atfork,         recap__slots_atfork,           recap__device_atfork,
     recap__capture_atfork,       recap__graphs_atfork,          recap__events_atfork,
     recap__handle_atfork,        recap__log_atfork,
 };

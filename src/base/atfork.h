@@ -24,6 +24,7 @@ void recap__slots_atfork(recap_atfork_t when);          /* capture/slots.c */
 void recap__device_atfork(recap_atfork_t when);         /* driver/device.c */
 void recap__capture_atfork(recap_atfork_t when);        /* capture/capture.c */
 void recap__graphs_atfork(recap_atfork_t when);         /* capture/graphs.c */
+void recap__compose_atfork(recap_atfork_t when);        /* capture/compose.c */
 void recap__events_atfork(recap_atfork_t when);         /* capture/subscribers.c */
 void recap__scope_atfork(recap_atfork_t when);          /* tracker/scope.c */
 void recap__handle_atfork(recap_atfork_t when);         /* base/handle.c */

@@ -81,6 +81,15 @@ static const struct {
     DRV_EXTRA(cuMemcpyHtoDAsync, "cuMemcpyHtoDAsync_v2"),
     DRV_EXTRA(cuMemcpyDtoHAsync, "cuMemcpyDtoHAsync_v2"),
     DRV_EXTRA(cuLaunchHostFunc, "cuLaunchHostFunc"),
+    DRV_EXTRA(cuGraphGetNodes, "cuGraphGetNodes"),
+    DRV_EXTRA(cuGraphNodeGetType, "cuGraphNodeGetType"),
+    DRV_EXTRA(cuGraphKernelNodeGetParams, "cuGraphKernelNodeGetParams_v2"),
+    DRV_EXTRA(cuGraphChildGraphNodeGetGraph, "cuGraphChildGraphNodeGetGraph"),
+    DRV_EXTRA(cuGraphGetEdges, "cuGraphGetEdges_v2"),
+    DRV_EXTRA(cuGraphGetEdges_v1, "cuGraphGetEdges"),
+    DRV_EXTRA(cuGraphExecGetFlags, "cuGraphExecGetFlags"),
+    DRV_EXTRA(cuStreamWaitEvent, "cuStreamWaitEvent"),
+    DRV_EXTRA(cuCtxSynchronize, "cuCtxSynchronize"),
 };
 
 static void driver_load(void)

@@ -72,6 +72,18 @@ typedef struct recap_driver {
     CUresult (*cuMemcpyHtoDAsync)(CUdeviceptr, const void *, size_t, CUstream);
     CUresult (*cuMemcpyDtoHAsync)(void *, CUdeviceptr, size_t, CUstream);
     CUresult (*cuLaunchHostFunc)(CUstream, CUhostFn, void *);
+    /* Graph composition (capture/compose.c): what a graph holds, walked at instantiate and
+     * update; cross-stream ordering of launches that share a generator. */
+    CUresult (*cuGraphGetNodes)(CUgraph, CUgraphNode *, size_t *);
+    CUresult (*cuGraphNodeGetType)(CUgraphNode, CUgraphNodeType *);
+    CUresult (*cuGraphKernelNodeGetParams)(CUgraphNode, CUDA_KERNEL_NODE_PARAMS *);
+    CUresult (*cuGraphChildGraphNodeGetGraph)(CUgraphNode, CUgraph *);
+    CUresult (*cuGraphGetEdges)(CUgraph, CUgraphNode *, CUgraphNode *, CUgraphEdgeData *,
+                                size_t *);
+    CUresult (*cuGraphGetEdges_v1)(CUgraph, CUgraphNode *, CUgraphNode *, size_t *);
+    CUresult (*cuGraphExecGetFlags)(CUgraphExec, cuuint64_t *);
+    CUresult (*cuStreamWaitEvent)(CUstream, CUevent, unsigned int);
+    CUresult (*cuCtxSynchronize)(void);
 } recap_driver_t;
 
 /* The driver, when it has the capture and graph API; RECAP_ERR_UNSUPPORTED otherwise. */
@@ -108,6 +120,9 @@ typedef struct recap_device {
 /* The device's context and kernels, set up on first use. RECAP_ERR_NO_DEVICE for a bad index. */
 recap_status_t recap__device_get(int ordinal, const recap_device_t **dev_p);
 recap_status_t recap__device_count(int *count_p);
+/* Which of recap's kernels `fn` is (a recap_kernel_id_t) on any device set up so far, else -1:
+ * how a graph walk recognises recap's own kernel nodes. */
+int recap__device_kernel_id(CUfunction fn);
 
 /* Makes the device's primary context current for the calling thread when it is not already;
  * *pushed_p tells recap__ctx_leave whether to pop. */

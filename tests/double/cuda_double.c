@@ -28,8 +28,8 @@
 #include <string.h>
 
 #include "kernels/registry.h"
+#include "double.h"
 
-#define EXPORT __attribute__((visibility("default")))
 #define MAX_DEV 16
 #define MAX_ALLOC 4096
 #define FATBIN_MAGIC 0xBA55ED50u
@@ -48,16 +48,6 @@ typedef struct double_stream {
     struct double_stream *next;
 } double_stream_t;
 
-/* Every recap kernel runs through one signature: its by-value parameter block, thread, threads. */
-typedef void (*kernel_body_t)(const void *, uint64_t, uint64_t);
-
-typedef struct double_function {
-    const char *name;
-    kernel_body_t body;
-    size_t params_size;
-    int device;
-} double_function_t;
-
 #define KERNEL_FN(id, name, type, body) {name, (kernel_body_t)body, sizeof(type), 0},
 static const double_function_t kernel_table[] = {RECAP_KERNELS(KERNEL_FN)};
 #undef KERNEL_FN
@@ -69,36 +59,6 @@ typedef struct double_module {
     struct double_module *next;
 } double_module_t;
 
-/* One unit of stream work: run at once, or recorded as a graph node (CUgraphNode = op_t *). */
-typedef enum {
-    OP_KERNEL, OP_WRITE32, OP_WRITE64, OP_MEMSET8, OP_MEMSET32, OP_HTOD, OP_DTOH, OP_HOSTFN
-} op_kind_t;
-
-typedef struct op {
-    op_kind_t kind;
-    const double_function_t *fn; /* OP_KERNEL */
-    unsigned grid, block;
-    void *params; /* OP_KERNEL: owned copy of the parameter block */
-    CUdeviceptr dptr;
-    void *host; /* OP_HTOD source / OP_DTOH destination / OP_HOSTFN data (not owned) */
-    CUhostFn hostfn; /* OP_HOSTFN */
-    uint64_t value;
-    size_t n; /* bytes (copies), elements (memsets) */
-} op_t;
-
-typedef struct double_graph {
-    op_t **ops;
-    size_t n, cap;
-    int capturing; /* owned by a capture in progress */
-    struct double_graph *next;
-} double_graph_t;
-
-typedef struct double_exec {
-    op_t **ops;
-    size_t n;
-    struct double_exec *next;
-} double_exec_t;
-
 struct double_capture {
     uint64_t id;
     CUstreamCaptureMode mode;
@@ -109,8 +69,9 @@ struct double_capture {
     double_capture_t *next;
 };
 
-static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
-static int initialized, ndev = 2;
+pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+int initialized;
+static int ndev = 2;
 static double_ctx_t primary[MAX_DEV];
 static int primary_retains[MAX_DEV]; /* cuDevicePrimaryCtxRetain minus ...Release, per device */
 typedef struct {
@@ -125,8 +86,8 @@ static unsigned long launches, stream_ops;
 
 /* Live objects, under the lock. */
 static double_stream_t *streams;
-static double_graph_t *graphs;
-static double_exec_t *execs;
+double_graph_t *graphs;
+double_exec_t *execs;
 static double_module_t *modules;
 static double_capture_t *captures; /* every capture in progress */
 static uint64_t capture_seq;
@@ -313,7 +274,7 @@ EXPORT void recap_double_fail_next(const char *fn_name, int count)
     pthread_mutex_unlock(&lock);
 }
 
-static CUresult injected(const char *fn)
+CUresult injected(const char *fn)
 {
     CUresult rc = CUDA_SUCCESS;
 
@@ -331,32 +292,17 @@ static CUresult injected(const char *fn)
     return rc;
 }
 
-/* First statement of every exported driver function. */
-#define ENTER()                               \
-    do {                                      \
-        CUresult inj_ = injected(__func__);   \
-        if (inj_ != CUDA_SUCCESS)             \
-            return inj_;                      \
-    } while (0)
-
 /* ------------------------------------------------------------------ init, devices, contexts */
 
-static int ctx_device(CUcontext c)
+int ctx_device(CUcontext c)
 {
     return c == NULL ? -1 : ((double_ctx_t *)c)->device;
 }
 
-static CUcontext current(void)
+CUcontext current(void)
 {
     return ctx_depth > 0 ? ctx_stack[ctx_depth - 1] : NULL;
 }
-
-#define NEED_INIT()                          \
-    do {                                     \
-        ENTER();                             \
-        if (!initialized)                    \
-            return CUDA_ERROR_NOT_INITIALIZED; \
-    } while (0)
 
 EXPORT CUresult cuInit(unsigned int flags)
 {
@@ -826,15 +772,16 @@ EXPORT CUresult cuPointerGetAttributes(unsigned int n, CUpointer_attribute *attr
 
 /* ------------------------------------------------------------------ nodes and graphs */
 
-static void op_free(op_t *op)
+void op_free(op_t *op)
 {
     if (op == NULL)
         return;
+    double_op_free_bodies(op);
     free(op->params);
     free(op);
 }
 
-static op_t *op_clone(const op_t *src)
+op_t *op_clone(const op_t *src)
 {
     op_t *op = malloc(sizeof(*op));
 
@@ -842,7 +789,12 @@ static op_t *op_clone(const op_t *src)
         return NULL;
     *op = *src;
     op->params = NULL;
-    if (src->kind == OP_KERNEL) {
+    if (double_op_compound(src->kind)) {
+        if (double_op_clone_bodies(op, src) != CUDA_SUCCESS) {
+            free(op);
+            return NULL;
+        }
+    } else if (src->kind == OP_KERNEL) {
         op->params = malloc(src->fn->params_size);
         if (op->params == NULL) {
             free(op);
@@ -854,7 +806,7 @@ static op_t *op_clone(const op_t *src)
 }
 
 /* A deep copy of a node list (NULL when out of memory; an empty list gives a 1-entry array). */
-static op_t **ops_clone(op_t *const *ops, size_t n)
+op_t **ops_clone(op_t *const *ops, size_t n)
 {
     op_t **out = calloc(n > 0 ? n : 1, sizeof(*out));
 
@@ -872,7 +824,7 @@ static op_t **ops_clone(op_t *const *ops, size_t n)
     return out;
 }
 
-static double_graph_t *graph_new_locked(void)
+double_graph_t *graph_new_locked(void)
 {
     double_graph_t *g = calloc(1, sizeof(*g));
 
@@ -883,7 +835,7 @@ static double_graph_t *graph_new_locked(void)
     return g;
 }
 
-static int graph_live_locked(CUgraph h)
+int graph_live_locked(CUgraph h)
 {
     for (double_graph_t *g = graphs; g != NULL; g = g->next)
         if (g == (double_graph_t *)h)
@@ -891,7 +843,7 @@ static int graph_live_locked(CUgraph h)
     return 0;
 }
 
-static void graph_free_locked(double_graph_t *g)
+void graph_free_locked(double_graph_t *g)
 {
     double_graph_t **pp;
 
@@ -903,11 +855,13 @@ static void graph_free_locked(double_graph_t *g)
     for (size_t i = 0; i < g->n; i++)
         op_free(g->ops[i]);
     free(g->ops);
+    free(g->efrom);
+    free(g->eto);
     free(g);
 }
 
 /* Appends an owned node. */
-static CUresult graph_append_locked(double_graph_t *g, op_t *op)
+CUresult graph_append_locked(double_graph_t *g, op_t *op)
 {
     if (g->n == g->cap) {
         size_t cap = g->cap ? 2 * g->cap : 8;
@@ -917,11 +871,14 @@ static CUresult graph_append_locked(double_graph_t *g, op_t *op)
         g->ops = ops;
         g->cap = cap;
     }
+    /* captured nodes form a chain (the double's captures are linear) */
+    if (g->capturing && g->n > 0 && double_graph_edge_locked(g, g->n - 1, g->n) != CUDA_SUCCESS)
+        return CUDA_ERROR_OUT_OF_MEMORY;
     g->ops[g->n++] = op;
     return CUDA_SUCCESS;
 }
 
-static int exec_live_locked(CUgraphExec h)
+int exec_live_locked(CUgraphExec h)
 {
     for (double_exec_t *e = execs; e != NULL; e = e->next)
         if (e == (double_exec_t *)h)
@@ -1212,6 +1169,10 @@ static CUresult run_op(const op_t *op)
     uint64_t t, nthreads;
 
     switch (op->kind) {
+    case OP_CHILD:
+    case OP_COND:
+    case OP_EMPTY:
+        return double_run_compound(op);
     case OP_KERNEL:
         rc = check_kernel_memory(op->fn, op->params);
         if (rc != CUDA_SUCCESS)
@@ -1260,7 +1221,7 @@ static CUresult run_op(const op_t *op)
     return rc;
 }
 
-static CUresult run_ops(op_t *const *ops, size_t n)
+CUresult run_ops(op_t *const *ops, size_t n)
 {
     for (size_t i = 0; i < n; i++) {
         CUresult rc = run_op(ops[i]);
@@ -1796,7 +1757,8 @@ EXPORT CUresult cuGraphDestroy(CUgraph graph)
 
     NEED_INIT();
     pthread_mutex_lock(&lock);
-    if (!graph_live_locked(graph) || ((double_graph_t *)graph)->capturing)
+    if (!graph_live_locked(graph) || ((double_graph_t *)graph)->capturing ||
+        ((double_graph_t *)graph)->embedded)
         rc = CUDA_ERROR_INVALID_VALUE;
     else
         graph_free_locked((double_graph_t *)graph);
@@ -1824,7 +1786,12 @@ EXPORT CUresult cuGraphClone(CUgraph *out, CUgraph orig)
             rc = CUDA_ERROR_OUT_OF_MEMORY;
         } else {
             g->n = g->cap = src->n;
-            *out = (CUgraph)g;
+            if (double_graph_copy_edges_locked(g, src) != CUDA_SUCCESS) {
+                graph_free_locked(g);
+                rc = CUDA_ERROR_OUT_OF_MEMORY;
+            } else {
+                *out = (CUgraph)g;
+            }
         }
     }
     pthread_mutex_unlock(&lock);
@@ -1855,8 +1822,8 @@ EXPORT CUresult cuGraphGetNodes(CUgraph graph, CUgraphNode *nodes, size_t *count
     return rc;
 }
 
-/* Nodes added with cuGraphAddKernelNode depend on nothing but their place in the list: the
- * double's graphs run in insertion order. */
+/* Nodes added with cuGraphAddKernelNode keep their dependencies as edges (cuGraphGetEdges), but
+ * the double's graphs run in insertion order. */
 EXPORT CUresult cuGraphAddKernelNode_v2(CUgraphNode *node, CUgraph graph, const CUgraphNode *deps,
                                         size_t ndeps, const CUDA_KERNEL_NODE_PARAMS *p)
 {
@@ -1886,7 +1853,7 @@ EXPORT CUresult cuGraphAddKernelNode_v2(CUgraphNode *node, CUgraph graph, const 
     if (!graph_live_locked(graph))
         rc = CUDA_ERROR_INVALID_VALUE;
     else
-        rc = graph_append_locked((double_graph_t *)graph, op);
+        rc = double_graph_add_locked((double_graph_t *)graph, op, deps, ndeps);
     pthread_mutex_unlock(&lock);
     if (rc != CUDA_SUCCESS)
         op_free(op);
@@ -1928,6 +1895,8 @@ static CUresult instantiate(CUgraphExec *out, CUgraph graph, unsigned long long 
     }
     if (rc == CUDA_SUCCESS) {
         e->n = g->n;
+        e->src = g;
+        e->flags = flags;
         e->next = execs;
         execs = e;
         *out = (CUgraphExec)e;
@@ -2010,14 +1979,14 @@ EXPORT CUresult cuGraphExecDestroy(CUgraphExec exec)
             *pp = e->next;
             break;
         }
+    if (e != NULL) { /* under the lock: child graph nodes own live (embedded) graphs */
+        for (size_t i = 0; i < e->n; i++)
+            op_free(e->ops[i]);
+        free(e->ops);
+        free(e);
+    }
     pthread_mutex_unlock(&lock);
-    if (e == NULL)
-        return CUDA_ERROR_INVALID_VALUE;
-    for (size_t i = 0; i < e->n; i++)
-        op_free(e->ops[i]);
-    free(e->ops);
-    free(e);
-    return CUDA_SUCCESS;
+    return e == NULL ? CUDA_ERROR_INVALID_VALUE : CUDA_SUCCESS;
 }
 
 /* Runs an executable's nodes in order. The real driver refuses to launch a graph into a capture
