@@ -809,8 +809,9 @@ recap_status_t recap__compose_order(recap_genstate_t *gs, CUstream stream)
     st = recap__ctx_enter(dev, &pushed);
     if (st != RECAP_OK)
         return st;
-    if (gs->event_valid && drv->cuStreamWaitEvent != NULL) {
-        rc = drv->cuStreamWaitEvent(stream, (CUevent)gs->launch_event, 0);
+    if (__atomic_load_n(&gs->event_valid, __ATOMIC_ACQUIRE) && drv->cuStreamWaitEvent != NULL) {
+        rc = drv->cuStreamWaitEvent(stream, (CUevent)__atomic_load_n(&gs->launch_event,
+                                                                     __ATOMIC_ACQUIRE), 0);
     } else if (drv->cuCtxSynchronize != NULL) {
         CUstreamCaptureMode mode = CU_STREAM_CAPTURE_MODE_RELAXED;
         if (drv->has_graphs)
@@ -818,13 +819,13 @@ recap_status_t recap__compose_order(recap_genstate_t *gs, CUstream stream)
         rc = drv->cuCtxSynchronize();
         if (drv->has_graphs)
             drv->cuThreadExchangeStreamCaptureMode(&mode);
-        if (!gs->multi_stream)
+        if (!__atomic_load_n(&gs->multi_stream, __ATOMIC_RELAXED))
             recap__log(RECAP_LOG_INFO, "generator state %p: graph launches on streams %p and %p; "
-                       "ordered by recap from now on", (void *)gs, gs->launch_stream,
-                       (void *)stream);
+                       "ordered by recap from now on", (void *)gs,
+                       __atomic_load_n(&gs->launch_stream, __ATOMIC_RELAXED), (void *)stream);
     }
     recap__ctx_leave(pushed);
-    gs->multi_stream = 1;
+    __atomic_store_n(&gs->multi_stream, 1, __ATOMIC_RELAXED);
     return rc == CUDA_SUCCESS ? RECAP_OK
                               : recap__cuda_fail(rc, "ordering a graph launch after the last one "
                                                      "on another stream");
@@ -848,15 +849,17 @@ recap_status_t recap__compose_record_after(recap_genstate_t *gs, CUstream stream
     if (st != RECAP_OK)
         return st;
     rc = CUDA_SUCCESS;
+    recap__lock(&gs->slot_lock); /* one event per state, created once */
     if (gs->launch_event == NULL) {
         CUevent ev = NULL;
         rc = drv->cuEventCreate(&ev, CU_EVENT_DISABLE_TIMING);
-        gs->launch_event = ev;
+        __atomic_store_n(&gs->launch_event, (void *)ev, __ATOMIC_RELEASE);
     }
     if (rc == CUDA_SUCCESS)
         rc = drv->cuEventRecord((CUevent)gs->launch_event, stream);
+    recap__unlock(&gs->slot_lock);
     recap__ctx_leave(pushed);
-    gs->event_valid = rc == CUDA_SUCCESS;
+    __atomic_store_n(&gs->event_valid, rc == CUDA_SUCCESS, __ATOMIC_RELEASE);
     return rc == CUDA_SUCCESS ? RECAP_OK : recap__cuda_fail(rc, "recording a graph launch's event");
 }
 

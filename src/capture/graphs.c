@@ -292,17 +292,20 @@ static recap_status_t advance(recap_rng_record_t *r, recap_graph_exec_t exec, CU
 
         /* Another stream than this state's last launch: order after it (compose.c). One
          * comparison in steady state. */
-        if (__builtin_expect(!gs->launched || gs->launch_stream != (void *)stream, 0)) {
-            if (gs->launched) {
+        if (__builtin_expect(!__atomic_load_n(&gs->launched, __ATOMIC_RELAXED) ||
+                             __atomic_load_n(&gs->launch_stream, __ATOMIC_RELAXED) !=
+                                 (void *)stream, 0)) {
+            if (__atomic_load_n(&gs->launched, __ATOMIC_RELAXED)) {
                 recap_status_t ost = recap__compose_order(gs, stream);
                 if (ost != RECAP_OK)
                     st = ost;
             }
-            gs->launched = 1;
-            gs->launch_stream = (void *)stream;
+            __atomic_store_n(&gs->launch_stream, (void *)stream, __ATOMIC_RELAXED);
+            __atomic_store_n(&gs->launched, 1, __ATOMIC_RELAXED);
         }
-        if (__builtin_expect(gs->multi_stream, 0)) {
-            gs->event_valid = 0; /* until recap_graph_launched records it after this launch */
+        if (__builtin_expect(__atomic_load_n(&gs->multi_stream, __ATOMIC_RELAXED), 0)) {
+            /* until recap_graph_launched records it after this launch */
+            __atomic_store_n(&gs->event_valid, 0, __ATOMIC_RELAXED);
             recap__launch_needs_events = 1;
         }
         recap__lock(&gs->slot_lock);
@@ -393,7 +396,7 @@ recap_status_t recap_graph_launched(recap_graph_exec_t exec, recap_stream_t stre
     if (r == NULL)
         return RECAP_OK;
     for (i = 0; i < r->n; i++)
-        if (r->e[i].gs->multi_stream) {
+        if (__atomic_load_n(&r->e[i].gs->multi_stream, __ATOMIC_RELAXED)) {
             recap_status_t rst = recap__compose_record_after(r->e[i].gs, (CUstream)stream);
             if (rst != RECAP_OK)
                 st = rst;
