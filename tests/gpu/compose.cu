@@ -283,14 +283,20 @@ static void case_upload_and_streams(rig &r)
     CR(instantiate(&e2, c2, 0));
     const int R = 8;
     std::vector<uint32_t> all((size_t)R * 2 * N * KW);
+    cudaEvent_t copied;
+    CK(cudaEventCreateWithFlags(&copied, cudaEventDisableTiming));
     for (int k = 0; k < R; k++) {
-        launch(e1, r.s);
+        launch(e1, r.s); // recap orders it after the last e2 (and e2 after it)
         launch(e2, s2);
         CK(cudaMemcpyAsync(&all[(size_t)k * 2 * N * KW], r.buf, (size_t)2 * N * KW * 4,
                            cudaMemcpyDeviceToHost, s2));
+        // the copy is the program's own work: the next e1 must not overwrite buf under it
+        CK(cudaEventRecord(copied, s2));
+        CK(cudaStreamWaitEvent(r.s, copied, 0));
     }
     CK(cudaStreamSynchronize(s2));
     CK(cudaStreamSynchronize(r.s));
+    CK(cudaEventDestroy(copied));
     bool ok = true;
     for (int k = 0; k < R; k++)
         for (int half = 0; half < 2; half++) {
