@@ -17,10 +17,16 @@
 
 #include "double.h"
 
-/* A conditional handle: its value, set at creation (CU_GRAPH_COND_ASSIGN_DEFAULT) or 0. */
+/* A conditional handle: its value, set at creation (CU_GRAPH_COND_ASSIGN_DEFAULT) or 0. Handles
+ * come from a fixed pool, reused in turn (nothing to free, as the driver frees them with their
+ * graph). */
 typedef struct {
     unsigned value;
 } cond_handle_t;
+
+#define NHANDLES 1024
+static cond_handle_t handles[NHANDLES];
+static unsigned next_handle;
 
 CUresult double_graph_edge_locked(double_graph_t *g, size_t from, size_t to)
 {
@@ -313,19 +319,20 @@ EXPORT CUresult cuGraphConditionalHandleCreate(CUgraphConditionalHandle *out, CU
                                                CUcontext ctx, unsigned int value,
                                                unsigned int flags)
 {
-    cond_handle_t *h;
-    int live;
+    cond_handle_t *h = NULL;
 
     NEED_INIT();
     (void)ctx;
     if (out == NULL || (flags & ~(unsigned)CU_GRAPH_COND_ASSIGN_DEFAULT) != 0)
         return CUDA_ERROR_INVALID_VALUE;
     pthread_mutex_lock(&lock);
-    live = graph_live_locked(graph);
+    if (graph_live_locked(graph)) {
+        h = &handles[next_handle++ % NHANDLES];
+        h->value = (flags & CU_GRAPH_COND_ASSIGN_DEFAULT) ? value : 0;
+    }
     pthread_mutex_unlock(&lock);
-    if (!live || (h = calloc(1, sizeof(*h))) == NULL) /* lives as long as the process */
+    if (h == NULL)
         return CUDA_ERROR_INVALID_VALUE;
-    h->value = (flags & CU_GRAPH_COND_ASSIGN_DEFAULT) ? value : 0;
     *out = (CUgraphConditionalHandle)(uintptr_t)h;
     return CUDA_SUCCESS;
 }
