@@ -157,6 +157,7 @@ recap_status_t recap_capture_stats(recap_capture_stats_t *stats_p)
 
 recap_status_t recap_graph_instantiated(recap_graph_t graph, recap_graph_exec_t exec)
 {
+    recap_rng_record_t *r;
     recap_status_t st;
     int walked;
 
@@ -167,8 +168,16 @@ recap_status_t recap_graph_instantiated(recap_graph_t graph, recap_graph_exec_t 
     /* What the graph holds, child graphs included (compose.c); without the driver calls for
      * that, what its capture drew. */
     st = recap__compose_instantiated((CUgraph)graph, (CUgraphExec)exec, &walked);
-    if (!walked)
+    if (!walked) {
         st = recap__exec_record_from_graph(exec, graph);
+    } else if ((r = map_get(&execs, exec)) != NULL) {
+        recap__record_unref(r);
+    } else if ((r = map_get(&graphs, graph)) != NULL) {
+        /* The walk saw no draws where the capture recorded some (recap's kernels not recognised
+         * in the graph's nodes): the capture's record is the truth for what it captured. */
+        recap__log(RECAP_LOG_DEBUG, "graph %p: walk found no draws; using its capture record", graph);
+        map_put(&execs, exec, r);
+    }
     recap__events_emit(RECAP_EVENT_GRAPH_INSTANTIATED, NULL, RECAP_CAPTURE_GLOBAL, graph, exec);
     return st;
 }
