@@ -220,6 +220,7 @@ recap_status_t recap_graph_instantiate(recap_graph_t graph, recap_graph_exec_t *
         int pushed = 0;
 
         snprintf(why, sizeof(why), "%s", recap_last_error());
+        recap__graph_forget(e, 1); /* a refused exec may hold a record and a plan */
         if (recap__device_get(graph_call_device(drv, graph), &dev) == RECAP_OK &&
             recap__ctx_enter(dev, &pushed) == RECAP_OK) {
             drv->cuGraphExecDestroy(e);
