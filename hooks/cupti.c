@@ -77,6 +77,13 @@ static const CUpti_CallbackId driver_ids[] = {
     CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch_ptsz,
     CUPTI_DRIVER_TRACE_CBID_cuGraphDestroy,
     CUPTI_DRIVER_TRACE_CBID_cuGraphExecDestroy,
+    /* graph composition (capture/compose.c) */
+    CUPTI_DRIVER_TRACE_CBID_cuGraphExecUpdate,
+    CUPTI_DRIVER_TRACE_CBID_cuGraphExecUpdate_v2,
+    CUPTI_DRIVER_TRACE_CBID_cuGraphExecChildGraphNodeSetParams,
+    CUPTI_DRIVER_TRACE_CBID_cuGraphExecNodeSetParams,
+    CUPTI_DRIVER_TRACE_CBID_cuGraphAddNode,
+    CUPTI_DRIVER_TRACE_CBID_cuGraphAddNode_v2,
 };
 static const CUpti_CallbackId resource_ids[] = {
     CUPTI_CBID_RESOURCE_GRAPH_CLONED,
@@ -125,6 +132,51 @@ static void destroy_event(const CUpti_CallbackData *d, int ok, void *handle, int
     recap__ev_destroy_done(&c, handle, exec, ok);
 }
 
+/* Graph composition, on the calls' exits: exec updates, child graph node updates in an exec,
+ * conditional nodes' bodies. */
+static void on_compose(CUpti_CallbackId id, const CUpti_CallbackData *d, int ok)
+{
+    recap__hook_call_t c = {.report = 1, .taken = NULL};
+
+    switch (id) {
+    case CUPTI_DRIVER_TRACE_CBID_cuGraphExecUpdate: {
+        const cuGraphExecUpdate_params *p = d->functionParams;
+        recap__ev_exec_updated(&c, ok, p->hGraphExec, p->hGraph);
+        break;
+    }
+    case CUPTI_DRIVER_TRACE_CBID_cuGraphExecUpdate_v2: {
+        const cuGraphExecUpdate_v2_params *p = d->functionParams;
+        recap__ev_exec_updated(&c, ok, p->hGraphExec, p->hGraph);
+        break;
+    }
+    case CUPTI_DRIVER_TRACE_CBID_cuGraphExecChildGraphNodeSetParams: {
+        const cuGraphExecChildGraphNodeSetParams_params *p = d->functionParams;
+        recap__ev_exec_child_updated(&c, ok, p->hGraphExec, p->hNode, p->childGraph);
+        break;
+    }
+    case CUPTI_DRIVER_TRACE_CBID_cuGraphExecNodeSetParams: {
+        const cuGraphExecNodeSetParams_params *p = d->functionParams;
+        if (p->nodeParams != NULL && p->nodeParams->type == CU_GRAPH_NODE_TYPE_GRAPH)
+            recap__ev_exec_child_updated(&c, ok, p->hGraphExec, p->hNode, p->nodeParams->graph.graph);
+        break;
+    }
+    case CUPTI_DRIVER_TRACE_CBID_cuGraphAddNode: {
+        const cuGraphAddNode_params *p = d->functionParams;
+        recap__ev_node_added(&c, ok && p->phGraphNode != NULL, p->hGraph,
+                             p->phGraphNode != NULL ? *p->phGraphNode : NULL, p->nodeParams);
+        break;
+    }
+    case CUPTI_DRIVER_TRACE_CBID_cuGraphAddNode_v2: {
+        const cuGraphAddNode_v2_params *p = d->functionParams;
+        recap__ev_node_added(&c, ok && p->phGraphNode != NULL, p->hGraph,
+                             p->phGraphNode != NULL ? *p->phGraphNode : NULL, p->nodeParams);
+        break;
+    }
+    default:
+        break;
+    }
+}
+
 static void on_driver(CUpti_CallbackId id, const CUpti_CallbackData *d)
 {
     int enter = d->callbackSite == CUPTI_API_ENTER;
@@ -167,6 +219,8 @@ static void on_driver(CUpti_CallbackId id, const CUpti_CallbackData *d)
             report("graph launch", recap_graph_will_launch(p->hGraph, p->hStream));
         else if (!ok)
             report("graph launch failed", recap_graph_launch_failed(p->hGraph));
+        else if (recap__launch_needs_events)
+            report("graph launched", recap_graph_launched(p->hGraph, p->hStream));
         break;
     }
     case CUPTI_DRIVER_TRACE_CBID_cuGraphDestroy:
@@ -175,7 +229,9 @@ static void on_driver(CUpti_CallbackId id, const CUpti_CallbackData *d)
     case CUPTI_DRIVER_TRACE_CBID_cuGraphExecDestroy:
         destroy_event(d, ok, ((const cuGraphExecDestroy_params *)d->functionParams)->hGraphExec, 1);
         break;
-    default:
+    default: /* graph composition (on_compose) */
+        if (!enter)
+            on_compose(id, d, ok);
         break;
     }
 }

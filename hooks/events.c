@@ -1,6 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #include "config.h"
 
+#include <cuda.h>
+
 #include "capture/capture.h"
 #include "hooks/events.h"
 
@@ -78,6 +80,8 @@ void recap__ev_destroy_done(recap__hook_call_t *c, void *handle, int exec, int o
     else
         recap__record_put_back(handle, exec, c->taken);
     c->taken = NULL;
+    if (ok && exec)
+        recap__compose_exec_forget(handle);
     if (ok && c->report)
         recap__events_emit(exec ? RECAP_EVENT_GRAPH_EXEC_DESTROYED : RECAP_EVENT_GRAPH_DESTROYED,
                            NULL, RECAP_CAPTURE_GLOBAL, exec ? NULL : handle, exec ? handle : NULL);
@@ -92,4 +96,37 @@ void recap__ev_after_launch(recap__hook_call_t *c, void *exec, int ok)
 {
     if (!ok)
         REPORT(c, "graph launch failed", recap_graph_launch_failed(exec));
+}
+
+void recap__ev_launched(recap__hook_call_t *c, void *exec, void *stream, int ok)
+{
+    if (ok && recap__launch_needs_events)
+        REPORT(c, "graph launched", recap_graph_launched(exec, stream));
+}
+
+void recap__ev_exec_updated(recap__hook_call_t *c, int ok, void *exec, void *graph)
+{
+    if (ok)
+        REPORT(c, "graph exec updated", recap_graph_exec_updated(exec, graph));
+}
+
+void recap__ev_exec_child_updated(recap__hook_call_t *c, int ok, void *exec, void *node,
+                                  void *child)
+{
+    if (ok)
+        REPORT(c, "graph exec child graph updated",
+               recap_graph_exec_child_updated(exec, node, child));
+}
+
+void recap__ev_node_added(recap__hook_call_t *c, int ok, void *graph, void *node,
+                          const void *params)
+{
+    const CUgraphNodeParams *p = params;
+
+    if (ok && c->report && p != NULL && node != NULL && p->type == CU_GRAPH_NODE_TYPE_CONDITIONAL &&
+        p->conditional.phGraph_out != NULL)
+        REPORT(c, "conditional node added",
+               recap_graph_conditional_added(graph, node,
+                                             (const recap_graph_t *)p->conditional.phGraph_out,
+                                             p->conditional.size));
 }

@@ -34,5 +34,14 @@ void recap__ev_destroy_exec(recap__hook_call_t *c, void *exec);
 void recap__ev_destroy_done(recap__hook_call_t *c, void *handle, int exec, int ok);
 void recap__ev_before_launch(recap__hook_call_t *c, void *exec, void *stream);
 void recap__ev_after_launch(recap__hook_call_t *c, void *exec, int ok);
+/* Composition (capture/compose.c): after a launch (events for multi-stream ordering), an exec
+ * update, a child graph node's update in an exec, a node added (conditional nodes' bodies;
+ * `params` is a CUgraphNodeParams, which cudaGraphNodeParams mirrors). */
+void recap__ev_launched(recap__hook_call_t *c, void *exec, void *stream, int ok);
+void recap__ev_exec_updated(recap__hook_call_t *c, int ok, void *exec, void *graph);
+void recap__ev_exec_child_updated(recap__hook_call_t *c, int ok, void *exec, void *node,
+                                  void *child);
+void recap__ev_node_added(recap__hook_call_t *c, int ok, void *graph, void *node,
+                          const void *params);
 
 #endif

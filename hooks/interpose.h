@@ -12,6 +12,13 @@
  *   END                                                                 capture ends
  *   INST_FLAGS, INST_PARAMS, INST_LEGACY (five arguments)               an exec is instantiated
  *   CLONE, DESTROY_GRAPH, DESTROY_EXEC, LAUNCH                          graphs and execs
+ *   EXEC_UPDATE, EXEC_UPDATE_LEGACY (the driver's four-argument form)   an exec is updated
+ *   EXEC_CHILD, EXEC_NODE (reports only a child graph node's update)    an exec's child graph
+ *                                                                       node runs another graph
+ *   ADD_NODE (no edge data), ADD_NODE_EDGES, ADD_NODE_RUNTIME           a node is added (reported
+ *           for a conditional node's bodies); ADD_NODE_RUNTIME is cudaGraphAddNode, which took
+ *           no edge data before CUDA 13 and does from 13 on: it passes all six arguments on and
+ *           asks RECAP__I_ADDED_PARAMS which one holds the node's parameters
  *   UPLOAD: moves no random numbers; interposed only so the call underneath is not reported
  *           as something else, it reports nothing.
  */
@@ -39,7 +46,12 @@
     X(LAUNCH, cudaGraphLaunch, "")                                                       \
     X(LAUNCH, cudaGraphLaunch_ptsz, "")                                                  \
     X(UPLOAD, cudaGraphUpload, "")                                                       \
-    X(UPLOAD, cudaGraphUpload_ptsz, "")
+    X(UPLOAD, cudaGraphUpload_ptsz, "")                                                  \
+    X(EXEC_UPDATE, cudaGraphExecUpdate, "")                                              \
+    X(EXEC_CHILD, cudaGraphExecChildGraphNodeSetParams, "")                              \
+    X(EXEC_NODE, cudaGraphExecNodeSetParams, "")                                         \
+    X(ADD_NODE_RUNTIME, cudaGraphAddNode, "")                                            \
+    X(ADD_NODE_EDGES, cudaGraphAddNode_v2, "")
 
 /* libcuda's graph entry points in all their exported versions (_v2, _ptsz, legacy forms). */
 #define RECAP__INTERPOSED_DRIVER(X)                                                      \
@@ -62,7 +74,14 @@
     X(LAUNCH, cuGraphLaunch, "cuGraphLaunch")                                            \
     X(LAUNCH, cuGraphLaunch_ptsz, "cuGraphLaunch")                                       \
     X(UPLOAD, cuGraphUpload, "cuGraphUpload")                                            \
-    X(UPLOAD, cuGraphUpload_ptsz, "cuGraphUpload")
+    X(UPLOAD, cuGraphUpload_ptsz, "cuGraphUpload")                                       \
+    X(EXEC_UPDATE, cuGraphExecUpdate_v2, "cuGraphExecUpdate")                            \
+    X(EXEC_UPDATE_LEGACY, cuGraphExecUpdate, "cuGraphExecUpdate")                        \
+    X(EXEC_CHILD, cuGraphExecChildGraphNodeSetParams,                                    \
+      "cuGraphExecChildGraphNodeSetParams")                                              \
+    X(EXEC_NODE, cuGraphExecNodeSetParams, "cuGraphExecNodeSetParams")                   \
+    X(ADD_NODE, cuGraphAddNode, "cuGraphAddNode")                                        \
+    X(ADD_NODE_EDGES, cuGraphAddNode_v2, "cuGraphAddNode")
 
 /*
  * One wrapper. The file expanding a list defines its API first:
@@ -70,6 +89,9 @@
  *   RECAP__I_REAL(name), RECAP__I_MISSING  the real function (void *, NULL when none) and what
  *                                       the wrapper returns without one
  *   RECAP__I_STREAM, _GRAPH, _EXEC, _NODE, _EDGE, _MODE, _PARAMS, RECAP__I_MODE_RELAXED
+ *   RECAP__I_UPDATE_INFO, RECAP__I_NODE_PARAMS, RECAP__I_NODE_TYPE_GRAPH (graph composition)
+ *   RECAP__I_UPDATE_RESULT              (the driver: EXEC_UPDATE_LEGACY's result)
+ *   RECAP__I_ADDED_PARAMS(nd, p)        (the runtime: ADD_NODE_RUNTIME's parameters)
  * The prototype comes first, so names the API's header does not declare (the runtime's _ptsz)
  * are declared, and those it does are checked against it.
  */
@@ -148,10 +170,46 @@
 #define RECAP__WRAP_LAUNCH(sym)                                                         \
     RECAP__WRAPPER(sym, (RECAP__I_EXEC e, RECAP__I_STREAM s), (e, s),                   \
                    recap__ev_before_launch(&c, e, s),                                   \
-                   recap__ev_after_launch(&c, e, RECAP__I_DONE))
+                   (recap__ev_after_launch(&c, e, RECAP__I_DONE),                       \
+                    recap__ev_launched(&c, e, s, RECAP__I_DONE)))
 #define RECAP__WRAP_UPLOAD(sym)                                                         \
     RECAP__WRAPPER(sym, (RECAP__I_EXEC e, RECAP__I_STREAM s), (e, s), RECAP__I_NOTHING, \
                    RECAP__I_NOTHING)
+
+#define RECAP__WRAP_EXEC_UPDATE(sym)                                                    \
+    RECAP__WRAPPER(sym, (RECAP__I_EXEC e, RECAP__I_GRAPH g, RECAP__I_UPDATE_INFO * info),\
+                   (e, g, info), RECAP__I_NOTHING,                                      \
+                   recap__ev_exec_updated(&c, RECAP__I_DONE, e, g))
+#define RECAP__WRAP_EXEC_UPDATE_LEGACY(sym)                                             \
+    RECAP__WRAPPER(sym,                                                                 \
+                   (RECAP__I_EXEC e, RECAP__I_GRAPH g, RECAP__I_NODE * err,             \
+                    RECAP__I_UPDATE_RESULT * result),                                   \
+                   (e, g, err, result), RECAP__I_NOTHING,                               \
+                   recap__ev_exec_updated(&c, RECAP__I_DONE, e, g))
+#define RECAP__WRAP_EXEC_CHILD(sym)                                                     \
+    RECAP__WRAPPER(sym, (RECAP__I_EXEC e, RECAP__I_NODE n, RECAP__I_GRAPH child),       \
+                   (e, n, child), RECAP__I_NOTHING,                                     \
+                   recap__ev_exec_child_updated(&c, RECAP__I_DONE, e, n, child))
+#define RECAP__WRAP_EXEC_NODE(sym)                                                      \
+    RECAP__WRAPPER(sym, (RECAP__I_EXEC e, RECAP__I_NODE n, RECAP__I_NODE_PARAMS * p),   \
+                   (e, n, p), RECAP__I_NOTHING,                                         \
+                   if (p != NULL && p->type == RECAP__I_NODE_TYPE_GRAPH)                \
+                       recap__ev_exec_child_updated(&c, RECAP__I_DONE, e, n,            \
+                                                    p->graph.graph))
+#define RECAP__I_NODE_ADDED(params)                                                     \
+    recap__ev_node_added(&c, RECAP__I_DONE && n != NULL, g, n != NULL ? *n : NULL, params)
+#define RECAP__WRAP_ADD_NODE(sym)                                                       \
+    RECAP__WRAPPER(sym,                                                                 \
+                   (RECAP__I_NODE * n, RECAP__I_GRAPH g, const RECAP__I_NODE *deps,     \
+                    size_t nd, RECAP__I_NODE_PARAMS *p),                                \
+                   (n, g, deps, nd, p), RECAP__I_NOTHING, RECAP__I_NODE_ADDED(p))
+#define RECAP__I_ADD_NODE_SIX(sym, params)                                              \
+    RECAP__WRAPPER(sym,                                                                 \
+                   (RECAP__I_NODE * n, RECAP__I_GRAPH g, const RECAP__I_NODE *deps,     \
+                    const RECAP__I_EDGE *data, size_t nd, RECAP__I_NODE_PARAMS *p),     \
+                   (n, g, deps, data, nd, p), RECAP__I_NOTHING, RECAP__I_NODE_ADDED(params))
+#define RECAP__WRAP_ADD_NODE_EDGES(sym) RECAP__I_ADD_NODE_SIX(sym, p)
+#define RECAP__WRAP_ADD_NODE_RUNTIME(sym) RECAP__I_ADD_NODE_SIX(sym, RECAP__I_ADDED_PARAMS(nd, p))
 
 /* Expands one row of a list into its wrapper. */
 #define RECAP__INTERPOSE(kind, symbol, base) RECAP__WRAP_##kind(symbol)

@@ -11,6 +11,7 @@
 #include <cuda_runtime_api.h>
 #include <dlfcn.h>
 #include <link.h>
+#include <stdint.h>
 #include <string.h>
 
 #include "base/dl.h"
@@ -41,5 +42,29 @@ static void *real_runtime(const char *name)
 #define RECAP__I_MODE enum cudaStreamCaptureMode
 #define RECAP__I_MODE_RELAXED cudaStreamCaptureModeRelaxed
 #define RECAP__I_PARAMS cudaGraphInstantiateParams
+#define RECAP__I_UPDATE_INFO cudaGraphExecUpdateResultInfo
+#define RECAP__I_NODE_PARAMS struct cudaGraphNodeParams
+#define RECAP__I_NODE_TYPE_GRAPH cudaGraphNodeTypeGraph
+
+/* cudaGraphAddNode took no edge data before CUDA 13 (cudaGraphAddNode_v2 did): the parameters
+ * are the fifth argument there, the sixth from CUDA 13 on. The wrapper passes all six on either
+ * way and reports the node's parameters from the one the runtime underneath reads. */
+static int runtime_version(void)
+{
+    static int version_s = -1;
+    int version = __atomic_load_n(&version_s, __ATOMIC_ACQUIRE);
+
+    if (version < 0) { /* threads racing here store the same */
+        cudaError_t (*get)(int *) = (cudaError_t(*)(int *))real_runtime("cudaRuntimeGetVersion");
+        int v = 0;
+        if (get == NULL || get(&v) != cudaSuccess)
+            v = CUDART_VERSION;
+        version = v;
+        __atomic_store_n(&version_s, version, __ATOMIC_RELEASE);
+    }
+    return version;
+}
+#define RECAP__I_ADDED_PARAMS(nd, p) \
+    (runtime_version() >= 13000 ? (const void *)(p) : (const void *)(uintptr_t)(nd))
 
 RECAP__INTERPOSED_RUNTIME(RECAP__INTERPOSE)

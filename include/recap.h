@@ -249,11 +249,40 @@ RECAP_API recap_status_t recap_framework_generators(recap_framework_info_t *info
  * recap_graph_* calls below, in the order shown), or let recap drive the driver
  * (recap_stream_begin_capture ... recap_graph_launch).
  *
- * Rules: graphs drawing from one generator must launch in stream order (not concurrently on
- * different streams), as with PyTorch's registered generators.
+ * Launches of graphs drawing from one generator may come on different streams: recap orders
+ * each after the last launch that drew from that generator on another stream (an event wait;
+ * the first time, and with hosts that do not report recap_graph_launched, a device wait), so
+ * they stay exact. A launch's offsets are taken when it is issued; cudaGraphUpload moves none.
+ *
+ * Graph composition (ABI 1.5). Every captured graph that draws ends in recap's advance node, and
+ * the driver copies it wherever the graph goes. At instantiate, and at exec update, recap walks
+ * the graph (child graph nodes at any depth) and gives the exec what all its parts draw, so:
+ *  - exact: a captured graph embedded with cudaGraphAddChildGraphNode / cuGraphAddChildGraphNode
+ *    (a child in a child, one child in several parents or twice in one, the parent cloned),
+ *    cudaGraphExecUpdate / cuGraphExecUpdate from a graph with other draws (more, fewer, none),
+ *    cudaGraphExecChildGraphNodeSetParams, graphs built node by node that copy a captured
+ *    graph's kernel nodes together with its advance node, upload before the first launch,
+ *    launches on several streams;
+ *  - refused (RECAP_ERR_UNSUPPORTED from recap_graph_instantiated / recap_graph_exec_updated /
+ *    recap_graph_exec_child_updated, a "recap:" warning through the hooks, whose CUDA call goes
+ *    on): two parts of a graph drawing from one generator with no order between them (they
+ *    would read the same offsets); recap's kernel nodes copied without their advance node; a
+ *    conditional node (IF/WHILE/SWITCH) whose body draws (offsets are reserved on the host at
+ *    launch, and the host cannot know how often a body runs, so K launches could not equal K
+ *    eager runs); an exec instantiated with cudaGraphInstantiateFlagDeviceLaunch that draws
+ *    (device-side launches are invisible to the host). A refused exec still advances its
+ *    generators by one run of what it draws at each host launch.
+ *  - not detected: a host's own kernels that take recap_philox_args_t and are copied into a
+ *    hand-built graph without recap's advance node (recap sees only its own kernels' parameters:
+ *    copy whole captured graphs as child graph nodes instead); kernel nodes changed in an exec
+ *    with cudaGraphExecKernelNodeSetParams or disabled with cudaGraphNodeSetEnabled; conditional
+ *    bodies that no hook reported and the host did not report (recap_graph_conditional_added).
+ * The driver API to list a graph's nodes (CUDA 11+) is needed; without it an exec draws what
+ * its graph's capture drew.
  */
 typedef void *recap_graph_t;      /* a CUgraph / cudaGraph_t */
 typedef void *recap_graph_exec_t; /* a CUgraphExec / cudaGraphExec_t */
+typedef void *recap_graph_node_t; /* a CUgraphNode / cudaGraphNode_t */
 typedef enum recap_capture_mode {  /* the values of CUstreamCaptureMode */
     RECAP_CAPTURE_GLOBAL = 0,
     RECAP_CAPTURE_THREAD_LOCAL = 1,
@@ -275,6 +304,20 @@ RECAP_API recap_status_t recap_capture_will_end(recap_stream_t stream);
 RECAP_API recap_status_t recap_capture_ended(recap_stream_t stream, recap_graph_t graph);
 RECAP_API recap_status_t recap_graph_instantiated(recap_graph_t graph, recap_graph_exec_t exec);
 RECAP_API recap_status_t recap_graph_cloned(recap_graph_t original, recap_graph_t clone);
+/* After cudaGraphExecUpdate / cuGraphExecUpdate succeeded: exec now draws what `graph` draws.
+ * (ABI 1.5) */
+RECAP_API recap_status_t recap_graph_exec_updated(recap_graph_exec_t exec, recap_graph_t graph);
+/* After cudaGraphExecChildGraphNodeSetParams succeeded: child graph node `node` of exec now runs
+ * `child`. RECAP_ERR_UNSUPPORTED when that makes two unordered parts draw from one generator.
+ * (ABI 1.5) */
+RECAP_API recap_status_t recap_graph_exec_child_updated(recap_graph_exec_t exec,
+                                                        recap_graph_node_t node,
+                                                        recap_graph_t child);
+/* After a conditional node was added to `graph`: its body graphs (the driver cannot list them),
+ * so instantiate can refuse a body that draws. (ABI 1.5) */
+RECAP_API recap_status_t recap_graph_conditional_added(recap_graph_t graph, recap_graph_node_t node,
+                                                       const recap_graph_t *bodies,
+                                                       size_t nbodies);
 RECAP_API recap_status_t recap_graph_destroyed(recap_graph_t graph);
 RECAP_API recap_status_t recap_graph_exec_destroyed(recap_graph_exec_t exec);
 /* Before each launch of `exec` on `stream`: advances its generators; in steady state it issues
@@ -282,6 +325,11 @@ RECAP_API recap_status_t recap_graph_exec_destroyed(recap_graph_exec_t exec);
 RECAP_API recap_status_t recap_graph_will_launch(recap_graph_exec_t exec, recap_stream_t stream);
 /* When the launch announced by recap_graph_will_launch did not happen. */
 RECAP_API recap_status_t recap_graph_launch_failed(recap_graph_exec_t exec);
+/* After a launch announced by recap_graph_will_launch was issued (ABI 1.5): where graphs drawing
+ * from one generator launch on several streams, records the event the next launch on another
+ * stream waits for. Does nothing otherwise (one thread-local load). A host that does not call it
+ * still gets exact launches: recap then waits for the device at each change of stream. */
+RECAP_API recap_status_t recap_graph_launched(recap_graph_exec_t exec, recap_stream_t stream);
 /* For hosts without hooks, as the first thing inside a capture on `stream`: primes the device's
  * generator states (allocating under the relaxed capture mode) and reports the capture as begun.
  * Does nothing when the stream is not capturing. */

@@ -167,11 +167,14 @@ recap_status_t recap_graph_instantiate(recap_graph_t graph, recap_graph_exec_t *
         int pushed = 0;
 
         snprintf(why, sizeof(why), "%s", recap_last_error());
+        recap__graph_forget(e, 1); /* a refused exec may hold a record and a plan */
         if (recap__device_get(graph_call_device(drv, graph), &dev) == RECAP_OK &&
             recap__ctx_enter(dev, &pushed) == RECAP_OK) {
             drv->cuGraphExecDestroy(e);
             recap__ctx_leave(pushed);
         }
+        if (st == RECAP_ERR_UNSUPPORTED) /* a composition recap cannot make exact */
+            return recap__fail(st, "%s; the exec is destroyed", why);
         return recap__fail(st, "graph instantiated, but recap could not record its RNG "
                            "bookkeeping (%s); the exec is destroyed", why);
     }
@@ -219,7 +222,7 @@ recap_status_t recap_graph_launch(recap_graph_exec_t exec, recap_stream_t stream
         recap_graph_launch_failed(exec);
         return recap__cuda_fail(rc, "cuGraphLaunch");
     }
-    return RECAP_OK;
+    return recap_graph_launched(exec, stream);
 }
 
 /* A destroy the driver refuses (cuGraphExecDestroy inside a global capture of this thread, say)

@@ -71,6 +71,30 @@ void recap__record_unref(recap__rng_record_t *rec);
 recap__rng_record_t *recap__record_take(const void *handle, int exec);
 void recap__record_put_back(void *handle, int exec, recap__rng_record_t *rec);
 
+/* An exec's record: what `graph` drew at capture (its own record), or `rec` (taken over; NULL
+ * drops the exec's record). */
+recap_status_t recap__exec_record_from_graph(recap_graph_exec_t exec, recap_graph_t graph);
+recap_status_t recap__exec_record_set(CUgraphExec exec, recap__rng_record_t *rec);
+
+/* ---- composition (compose.c) */
+
+/* The live device state whose slot is `slot`, referenced (NULL when none). */
+recap__genstate_t *recap__slots_state_of(uint64_t slot);
+/* Gives exec the record of everything `graph` draws, child graphs included, checking that the
+ * parts drawing from one generator are ordered. *walked_p = 0 when the driver cannot list a
+ * graph's nodes (the caller falls back on the capture's record). RECAP_ERR_UNSUPPORTED, with the
+ * reason, for a composition recap cannot make exact. */
+recap_status_t recap__compose_instantiated(CUgraph graph, CUgraphExec exec, int *walked_p);
+void recap__compose_exec_forget(CUgraphExec exec);
+/* Orders a launch on `stream` after gs's last launch on another stream; records gs's event after
+ * a launch; releases gs's event. */
+recap_status_t recap__compose_order(recap__genstate_t *gs, CUstream stream);
+recap_status_t recap__compose_record_after(recap__genstate_t *gs, CUstream stream);
+void recap__compose_state_gone(recap__genstate_t *gs);
+/* Set by a launch that drew from a state launched on several streams: recap_graph_launched has
+ * events to record after it. */
+extern _Thread_local int recap__launch_needs_events;
+
 /* ---- counters (graphs.c) */
 typedef enum {
     RECAP_STAT_CAPTURES,
@@ -110,6 +134,7 @@ void recap__capture_probe_atfork(recap__atfork_t when); /* probe.c */
 void recap__slots_atfork(recap__atfork_t when);
 void recap__capture_atfork(recap__atfork_t when);
 void recap__graphs_atfork(recap__atfork_t when);
+void recap__compose_atfork(recap__atfork_t when);       /* compose.c */
 void recap__events_atfork(recap__atfork_t when);        /* subscribers.c */
 /* In the child, once every lock is released: drops the captures of the threads that are gone. */
 void recap__capture_atfork_child(void);

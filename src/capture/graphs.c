@@ -8,6 +8,7 @@
 #include "base/error.h"
 #include "base/nvtx.h"
 #include "base/log.h"
+#include "base/symver.h"
 #include "base/ptrmap.h"
 #include "capture/capture.h"
 #include "driver/driver.h"
@@ -158,18 +159,47 @@ recap_status_t recap_graph_instantiated(recap_graph_t graph, recap_graph_exec_t 
 {
     recap__rng_record_t *r;
     recap_status_t st;
+    int walked;
 
     RECAP_CHECK_ARG(graph != NULL && exec != NULL, "NULL graph or exec");
     st = recap__events_check_caller("recap_graph_instantiated");
     if (st != RECAP_OK)
         return st;
-    r = map_get(&graphs, graph);
-    if (r == NULL)
-        map_drop(&execs, exec); /* a reused handle must not keep an old record */
-    else
-        st = map_put(&execs, exec, r);
+    /* What the graph holds, child graphs included (compose.c); without the driver calls for
+     * that, what its capture drew. */
+    st = recap__compose_instantiated((CUgraph)graph, (CUgraphExec)exec, &walked);
+    if (!walked) {
+        st = recap__exec_record_from_graph(exec, graph);
+    } else if ((r = map_get(&execs, exec)) != NULL) {
+        recap__record_unref(r);
+    } else if ((r = map_get(&graphs, graph)) != NULL) {
+        /* The walk saw no draws where the capture recorded some (recap's kernels not recognised
+         * in the graph's nodes): the capture's record is the truth for what it captured. */
+        recap__log(RECAP_LOG_DEBUG, "graph %p: walk found no draws; using its capture record", graph);
+        map_put(&execs, exec, r);
+    }
     recap__events_emit(RECAP_EVENT_GRAPH_INSTANTIATED, NULL, RECAP_CAPTURE_GLOBAL, graph, exec);
     return st;
+}
+
+recap_status_t recap__exec_record_from_graph(recap_graph_exec_t exec, recap_graph_t graph)
+{
+    recap__rng_record_t *r = map_get(&graphs, graph);
+
+    if (r == NULL) {
+        map_drop(&execs, exec); /* a reused handle must not keep an old record */
+        return RECAP_OK;
+    }
+    return map_put(&execs, exec, r);
+}
+
+recap_status_t recap__exec_record_set(CUgraphExec exec, recap__rng_record_t *rec)
+{
+    if (rec == NULL) {
+        map_drop(&execs, exec);
+        return RECAP_OK;
+    }
+    return map_put(&execs, exec, rec);
 }
 
 recap_status_t recap_graph_cloned(recap_graph_t original, recap_graph_t clone)
@@ -204,6 +234,8 @@ void recap__record_put_back(void *handle, int exec, recap__rng_record_t *rec)
 void recap__graph_forget(const void *handle, int exec)
 {
     map_drop(exec ? &execs : &graphs, handle);
+    if (exec)
+        recap__compose_exec_forget((CUgraphExec)handle);
 }
 
 recap_status_t recap_graph_destroyed(recap_graph_t graph)
@@ -224,6 +256,7 @@ recap_status_t recap_graph_exec_destroyed(recap_graph_exec_t exec)
     if (st != RECAP_OK)
         return st;
     map_drop(&execs, exec);
+    recap__compose_exec_forget((CUgraphExec)exec);
     recap__events_emit(RECAP_EVENT_GRAPH_EXEC_DESTROYED, NULL, RECAP_CAPTURE_GLOBAL, NULL, exec);
     return RECAP_OK;
 }
@@ -262,6 +295,24 @@ static recap_status_t advance(recap__rng_record_t *r, recap_graph_exec_t exec, C
         recap__genstate_t *gs = r->e[i].gs;
         uint64_t seed, base;
 
+        /* Another stream than this state's last launch: order after it (compose.c). One
+         * comparison in steady state. */
+        if (__builtin_expect(!__atomic_load_n(&gs->launched, __ATOMIC_RELAXED) ||
+                             __atomic_load_n(&gs->launch_stream, __ATOMIC_RELAXED) !=
+                                 (void *)stream, 0)) {
+            if (__atomic_load_n(&gs->launched, __ATOMIC_RELAXED)) {
+                recap_status_t ost = recap__compose_order(gs, stream);
+                if (ost != RECAP_OK)
+                    st = ost;
+            }
+            __atomic_store_n(&gs->launch_stream, (void *)stream, __ATOMIC_RELAXED);
+            __atomic_store_n(&gs->launched, 1, __ATOMIC_RELAXED);
+        }
+        if (__builtin_expect(__atomic_load_n(&gs->multi_stream, __ATOMIC_RELAXED), 0)) {
+            /* until recap_graph_launched records it after this launch */
+            __atomic_store_n(&gs->event_valid, 0, __ATOMIC_RELAXED);
+            recap__launch_needs_events = 1;
+        }
         recap__lock(&gs->slot_lock);
         seed = __atomic_load_n(&gs->seed, __ATOMIC_RELAXED);
         base = __atomic_fetch_add(&gs->offset, r->e[i].inc, __ATOMIC_RELAXED);
@@ -333,3 +384,29 @@ recap_status_t recap_graph_launch_failed(recap_graph_exec_t exec)
     recap__record_unref(r);
     return RECAP_OK;
 }
+
+/* After a launch: states that moved between streams get their event recorded after it, so the
+ * next launch on another stream waits for exactly this one. Nothing to do otherwise. */
+recap_status_t recap_graph_launched(recap_graph_exec_t exec, recap_stream_t stream)
+{
+    recap__rng_record_t *r;
+    recap_status_t st = RECAP_OK;
+    size_t i;
+
+    if (!recap__launch_needs_events)
+        return RECAP_OK;
+    recap__launch_needs_events = 0;
+    RECAP_CHECK_ARG(exec != NULL, "exec is NULL");
+    r = map_get(&execs, exec);
+    if (r == NULL)
+        return RECAP_OK;
+    for (i = 0; i < r->n; i++)
+        if (__atomic_load_n(&r->e[i].gs->multi_stream, __ATOMIC_RELAXED)) {
+            recap_status_t rst = recap__compose_record_after(r->e[i].gs, (CUstream)stream);
+            if (rst != RECAP_OK)
+                st = rst;
+        }
+    recap__record_unref(r);
+    return st;
+}
+RECAP__SINCE(recap_graph_launched, "RECAP_1.5");

@@ -54,6 +54,7 @@ void recap__slots_unregister(recap__genstate_t *gs)
         reg_head = gs->reg_next;
     if (gs->reg_next != NULL)
         gs->reg_next->reg_prev = gs->reg_prev;
+    recap__compose_state_gone(gs);
     if (gs->slot != 0 && gs->device < MAX_DEVICES)
         pool[gs->device].free[pool[gs->device].nfree++] = gs->slot; /* cap >= slots handed out */
     pthread_mutex_unlock(&reg_lock);
@@ -136,4 +137,24 @@ recap_status_t recap__slots_prime(int device)
     st = prime(device);
     recap__nvtx_pop();
     return st;
+}
+
+recap__genstate_t *recap__slots_state_of(uint64_t slot)
+{
+    recap__genstate_t *gs;
+
+    pthread_mutex_lock(&reg_lock);
+    for (gs = reg_head; gs != NULL; gs = gs->reg_next)
+        if (__atomic_load_n(&gs->slot, __ATOMIC_ACQUIRE) == slot) {
+            int refs = __atomic_load_n(&gs->refs, __ATOMIC_ACQUIRE);
+            /* a state on its way out (refs 0, not yet unregistered) is not handed out */
+            while (refs > 0 && !__atomic_compare_exchange_n(&gs->refs, &refs, refs + 1, 0,
+                                                            __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+                ;
+            if (refs == 0)
+                gs = NULL;
+            break;
+        }
+    pthread_mutex_unlock(&reg_lock);
+    return gs;
 }

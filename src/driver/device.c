@@ -225,3 +225,19 @@ recap_status_t recap_device_info(int device, char *name, size_t name_len, int *c
         *total_mem_p = mem;
     return RECAP_OK;
 }
+
+int recap__device_kernel_id(CUfunction fn)
+{
+    int d, k;
+
+    if (fn == NULL)
+        return -1;
+    for (d = 0; d < RECAP_MAX_DEVICES; d++) {
+        if (!__atomic_load_n(&device_ready[d], __ATOMIC_ACQUIRE))
+            continue;
+        for (k = 0; k < RECAP_K_COUNT; k++)
+            if (devices[d].fn[k] == fn)
+                return k;
+    }
+    return -1;
+}

@@ -56,6 +56,9 @@ typedef struct recap__device {
 /* The device's context and kernels, set up on first use. RECAP_ERR_NO_DEVICE for a bad index. */
 recap_status_t recap__device_get(int ordinal, const recap__device_t **dev_p);
 recap_status_t recap__device_count(int *count_p);
+/* Which of recap's kernels `fn` is (a recap__kernel_id_t) on any device set up so far, else -1:
+ * how a graph walk recognises recap's own kernel nodes. */
+int recap__device_kernel_id(CUfunction fn);
 
 /* Makes the device's primary context current for the calling thread when it is not already;
  * *pushed_p tells recap__ctx_leave whether to pop. */

@@ -7,8 +7,10 @@
  *
  * Kinds: REQUIRED, without which the driver is unusable; GRAPHS, the capture and graph API
  * (without it recap still fills and tracks, and capture calls report RECAP_ERR_UNSUPPORTED);
- * EXTRA, used only by recap-probe's checks and the stream-ordered host calls, each NULL when
- * the driver lacks it and reported by the call that needs it.
+ * EXTRA, used only by recap-probe's checks, the stream-ordered host calls and graph composition
+ * (capture/compose.c: what a graph holds, walked at instantiate and update; cross-stream
+ * ordering of launches that share a generator), each NULL when the driver lacks it and reported
+ * by the call that needs it.
  */
 #ifndef RECAP_DRIVER_ENTRY_POINTS_H
 #define RECAP_DRIVER_ENTRY_POINTS_H
@@ -73,6 +75,19 @@
     X(EXTRA, cuMemcpyHtoDAsync, "cuMemcpyHtoDAsync_v2", (CUdeviceptr, const void *, size_t, \
       CUstream)) \
     X(EXTRA, cuMemcpyDtoHAsync, "cuMemcpyDtoHAsync_v2", (void *, CUdeviceptr, size_t, CUstream)) \
-    X(EXTRA, cuLaunchHostFunc, "cuLaunchHostFunc", (CUstream, CUhostFn, void *))
+    X(EXTRA, cuLaunchHostFunc, "cuLaunchHostFunc", (CUstream, CUhostFn, void *)) \
+    X(EXTRA, cuGraphGetNodes, "cuGraphGetNodes", (CUgraph, CUgraphNode *, size_t *)) \
+    X(EXTRA, cuGraphNodeGetType, "cuGraphNodeGetType", (CUgraphNode, CUgraphNodeType *)) \
+    X(EXTRA, cuGraphKernelNodeGetParams, "cuGraphKernelNodeGetParams_v2", (CUgraphNode, \
+      CUDA_KERNEL_NODE_PARAMS *)) \
+    X(EXTRA, cuGraphChildGraphNodeGetGraph, "cuGraphChildGraphNodeGetGraph", (CUgraphNode, \
+      CUgraph *)) \
+    X(EXTRA, cuGraphGetEdges, "cuGraphGetEdges_v2", (CUgraph, CUgraphNode *, CUgraphNode *, \
+      CUgraphEdgeData *, size_t *)) \
+    X(EXTRA, cuGraphGetEdges_v1, "cuGraphGetEdges", (CUgraph, CUgraphNode *, CUgraphNode *, \
+      size_t *)) \
+    X(EXTRA, cuGraphExecGetFlags, "cuGraphExecGetFlags", (CUgraphExec, cuuint64_t *)) \
+    X(EXTRA, cuStreamWaitEvent, "cuStreamWaitEvent", (CUstream, CUevent, unsigned int)) \
+    X(EXTRA, cuCtxSynchronize, "cuCtxSynchronize", (void))
 
 #endif

@@ -4,7 +4,8 @@
  * one result: a status and a detail line saying what it did and what it saw (on failure, why).
  * The table and the public entry points are in registry.c; the checks are grouped by what they
  * need: env.c (versions, devices, front ends), capture.c (capture behaviour), graph.c (graph
- * features), philox.c (the Philox self-test), replay.c (captured RNG replayed).
+ * features), philox.c (the Philox self-test), replay.c (captured RNG replayed), compose.c
+ * (graph composition).
  */
 #ifndef RECAP_PROBE_PROBE_H
 #define RECAP_PROBE_PROBE_H
@@ -76,5 +77,13 @@ void recap__probe_captured_event(recap__probe_out_t *out);
 void recap__probe_graph_features(recap__probe_out_t *out);
 void recap__probe_philox(recap__probe_out_t *out);
 void recap__probe_replay(recap__probe_out_t *out);
+/* Graph composition (compose.c). */
+void recap__probe_compose_child(recap__probe_out_t *out);
+void recap__probe_compose_update(recap__probe_out_t *out);
+void recap__probe_compose_unordered(recap__probe_out_t *out);
+void recap__probe_compose_node_by_node(recap__probe_out_t *out);
+void recap__probe_compose_conditional(recap__probe_out_t *out);
+void recap__probe_compose_device_launch(recap__probe_out_t *out);
+void recap__probe_compose_streams(recap__probe_out_t *out);
 
 #endif

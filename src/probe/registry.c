@@ -33,6 +33,17 @@ static const recap_probe_check_info_t infos[] = {
      "and cuRAND against the word layout computed from Philox"},
     {"replay", "a captured RNG graph launched K times draws what K eager runs draw, fresh numbers "
      "each launch"},
+    {"graph-child", "a captured RNG graph as a child graph node (nested, twice, the parent "
+     "cloned): launches equal eager runs"},
+    {"graph-update", "cuGraphExecUpdate and cuGraphExecChildGraphNodeSetParams: launches follow "
+     "the new graph's draws"},
+    {"graph-order", "two unordered child graph nodes drawing from one generator are refused"},
+    {"graph-nodes", "recap's captured kernel node copied into a graph without its advance "
+     "node is refused"},
+    {"graph-cond", "a conditional node whose body draws is refused"},
+    {"graph-devlaunch", "an exec instantiated for device-side launch that draws is refused"},
+    {"graph-streams", "upload before the first launch, and launches of one generator's graph "
+     "alternating between two streams, equal eager runs"},
 };
 
 /* ... and how it runs, in the same order. */
@@ -49,6 +60,13 @@ static const struct {
     {GATE_DEVICE, recap__probe_graph_features},
     {GATE_NONE, recap__probe_philox},
     {GATE_DEVICE, recap__probe_replay},
+    {GATE_DEVICE, recap__probe_compose_child},
+    {GATE_DEVICE, recap__probe_compose_update},
+    {GATE_DEVICE, recap__probe_compose_unordered},
+    {GATE_DEVICE, recap__probe_compose_node_by_node},
+    {GATE_DEVICE, recap__probe_compose_conditional},
+    {GATE_DEVICE, recap__probe_compose_device_launch},
+    {GATE_DEVICE, recap__probe_compose_streams},
 };
 
 #define NCHECKS (sizeof(checks) / sizeof(checks[0]))

@@ -18,7 +18,9 @@
 static void (*const handlers[])(recap__atfork_t) = {
     recap__capture_probe_atfork, recap__default_tracker_atfork, recap__scope_atfork,
     recap__cupti_atfork,
-    recap__hooks_atfork,         recap__slots_atfork,           recap__device_atfork,
+    recap__hooks_atfork,
+    recap__compose_atfork, /* compose.c takes the slot registry's lock inside its own */
+    recap__slots_atfork,         recap__device_atfork,
     recap__capture_atfork,       recap__graphs_atfork,          recap__events_atfork,
     recap__handle_atfork,        recap__log_atfork,             recap__lock_atfork,
 };

@@ -20,7 +20,9 @@
  *
  * The double's files, one a topic: state.c (its objects), inspect.c (the recap_double_* knobs),
  * device.c, rules.c (the capture rules), memory.c, nodes.c, stream.c, launch.c (modules and
- * running work), stream_ops.c, capture.c, graph.c. They share this header (never installed).
+ * running work), stream_ops.c, capture.c, graph.c, compose.c (graph composition: child graph
+ * nodes, edges, kernel node parameters read back, exec update, child graph node update in an
+ * exec, exec flags, conditional and empty nodes). They share this header (never installed).
  */
 #ifndef RECAP_TESTS_DOUBLE_DOUBLE_H
 #define RECAP_TESTS_DOUBLE_DOUBLE_H
@@ -78,10 +80,15 @@ typedef struct double_module {
     struct double_module *next;
 } double_module_t;
 
-/* One unit of stream work: run at once, or recorded as a graph node (CUgraphNode = op_t *). */
+/* One unit of stream work: run at once, or recorded as a graph node (CUgraphNode = op_t *).
+ * OP_CHILD (a child graph node), OP_COND (a conditional node) and OP_EMPTY exist only in graphs
+ * (compose.c). */
 typedef enum {
-    OP_KERNEL, OP_WRITE32, OP_WRITE64, OP_MEMSET8, OP_MEMSET32, OP_HTOD, OP_DTOH, OP_HOSTFN
+    OP_KERNEL, OP_WRITE32, OP_WRITE64, OP_MEMSET8, OP_MEMSET32, OP_HTOD, OP_DTOH, OP_HOSTFN,
+    OP_CHILD, OP_COND, OP_EMPTY
 } op_kind_t;
+
+struct double_graph;
 
 typedef struct op {
     op_kind_t kind;
@@ -93,18 +100,28 @@ typedef struct op {
     CUhostFn hostfn; /* OP_HOSTFN */
     uint64_t value;
     size_t n; /* bytes (copies), elements (memsets) */
+    /* OP_CHILD: body[0] is the embedded graph; OP_COND: the bodies, its type and handle */
+    struct double_graph *body[2];
+    unsigned nbodies;
+    CUgraphConditionalNodeType cond_type;
+    CUgraphConditionalHandle cond;
+    void *kparams[1]; /* what cuGraphKernelNodeGetParams hands out */
 } op_t;
 
 typedef struct double_graph {
     op_t **ops;
     size_t n, cap;
     int capturing; /* owned by a capture in progress */
+    int embedded;  /* a child graph node's or conditional node's own graph */
+    size_t *efrom, *eto, ne, ecap; /* edges, as node indices */
     struct double_graph *next;
 } double_graph_t;
 
 typedef struct double_exec {
     op_t **ops;
     size_t n;
+    double_graph_t *src; /* the graph instantiated (child graph nodes are found in it) */
+    unsigned long long flags;
     struct double_exec *next;
 } double_exec_t;
 
@@ -192,5 +209,18 @@ void capture_unlink_locked(double_capture_t *cap);
 CUresult run_op(const op_t *op);
 CUresult run_ops(op_t *const *ops, size_t n);
 CUresult submit(CUstream s, int per_thread, const op_t *op);
+
+/* Graph composition (compose.c). */
+static inline int double_op_compound(op_kind_t k)
+{
+    return k == OP_CHILD || k == OP_COND;
+}
+CUresult double_op_clone_bodies(op_t *dst, const op_t *src);
+void double_op_free_bodies(op_t *op);
+CUresult double_run_compound(const op_t *op);
+CUresult double_graph_edge_locked(double_graph_t *g, size_t from, size_t to);
+CUresult double_graph_copy_edges_locked(double_graph_t *g, const double_graph_t *src);
+/* Appends op with edges from `deps` (nodes of g). */
+CUresult double_graph_add_locked(double_graph_t *g, op_t *op, const CUgraphNode *deps, size_t ndeps);
 
 #endif

@@ -24,7 +24,8 @@ RECAP_API CUresult cuGraphDestroy(CUgraph graph)
 
     NEED_INIT();
     pthread_mutex_lock(&lock);
-    if (!graph_live_locked(graph) || ((double_graph_t *)graph)->capturing)
+    if (!graph_live_locked(graph) || ((double_graph_t *)graph)->capturing ||
+        ((double_graph_t *)graph)->embedded)
         rc = CUDA_ERROR_INVALID_VALUE;
     else
         graph_free_locked((double_graph_t *)graph);
@@ -52,7 +53,12 @@ RECAP_API CUresult cuGraphClone(CUgraph *out, CUgraph orig)
             rc = CUDA_ERROR_OUT_OF_MEMORY;
         } else {
             g->n = g->cap = src->n;
-            *out = (CUgraph)g;
+            if (double_graph_copy_edges_locked(g, src) != CUDA_SUCCESS) {
+                graph_free_locked(g);
+                rc = CUDA_ERROR_OUT_OF_MEMORY;
+            } else {
+                *out = (CUgraph)g;
+            }
         }
     }
     pthread_mutex_unlock(&lock);
@@ -83,8 +89,8 @@ RECAP_API CUresult cuGraphGetNodes(CUgraph graph, CUgraphNode *nodes, size_t *co
     return rc;
 }
 
-/* Nodes added with cuGraphAddKernelNode depend on nothing but their place in the list: the
- * double's graphs run in insertion order. */
+/* Nodes added with cuGraphAddKernelNode keep their dependencies as edges (cuGraphGetEdges), but
+ * the double's graphs run in insertion order. */
 RECAP_API CUresult cuGraphAddKernelNode_v2(CUgraphNode *node, CUgraph graph, const CUgraphNode *deps,
                                         size_t ndeps, const CUDA_KERNEL_NODE_PARAMS *p)
 {
@@ -114,7 +120,7 @@ RECAP_API CUresult cuGraphAddKernelNode_v2(CUgraphNode *node, CUgraph graph, con
     if (!graph_live_locked(graph))
         rc = CUDA_ERROR_INVALID_VALUE;
     else
-        rc = graph_append_locked((double_graph_t *)graph, op);
+        rc = double_graph_add_locked((double_graph_t *)graph, op, deps, ndeps);
     pthread_mutex_unlock(&lock);
     if (rc != CUDA_SUCCESS)
         op_free(op);
@@ -156,6 +162,8 @@ static CUresult instantiate(CUgraphExec *out, CUgraph graph, unsigned long long 
     }
     if (rc == CUDA_SUCCESS) {
         e->n = g->n;
+        e->src = g;
+        e->flags = flags;
         e->next = execs;
         execs = e;
         *out = (CUgraphExec)e;
@@ -238,14 +246,14 @@ RECAP_API CUresult cuGraphExecDestroy(CUgraphExec exec)
             *pp = e->next;
             break;
         }
+    if (e != NULL) { /* under the lock: child graph nodes own live (embedded) graphs */
+        for (size_t i = 0; i < e->n; i++)
+            op_free(e->ops[i]);
+        free(e->ops);
+        free(e);
+    }
     pthread_mutex_unlock(&lock);
-    if (e == NULL)
-        return CUDA_ERROR_INVALID_VALUE;
-    for (size_t i = 0; i < e->n; i++)
-        op_free(e->ops[i]);
-    free(e->ops);
-    free(e);
-    return CUDA_SUCCESS;
+    return e == NULL ? CUDA_ERROR_INVALID_VALUE : CUDA_SUCCESS;
 }
 
 /* Runs an executable's nodes in order. The real driver refuses to launch a graph into a capture

@@ -104,6 +104,10 @@ CUresult run_op(const op_t *op)
     uint64_t t, nthreads;
 
     switch (op->kind) {
+    case OP_CHILD:
+    case OP_COND:
+    case OP_EMPTY:
+        return double_run_compound(op);
     case OP_KERNEL:
         rc = check_kernel_memory(op->fn, op->params);
         if (rc != CUDA_SUCCESS)

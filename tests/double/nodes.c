@@ -6,6 +6,7 @@ void op_free(op_t *op)
 {
     if (op == NULL)
         return;
+    double_op_free_bodies(op);
     free(op->params);
     free(op);
 }
@@ -18,7 +19,12 @@ op_t *op_clone(const op_t *src)
         return NULL;
     *op = *src;
     op->params = NULL;
-    if (src->kind == OP_KERNEL) {
+    if (double_op_compound(src->kind)) {
+        if (double_op_clone_bodies(op, src) != CUDA_SUCCESS) {
+            free(op);
+            return NULL;
+        }
+    } else if (src->kind == OP_KERNEL) {
         op->params = malloc(src->fn->params_size);
         if (op->params == NULL) {
             free(op);
@@ -79,6 +85,8 @@ void graph_free_locked(double_graph_t *g)
     for (size_t i = 0; i < g->n; i++)
         op_free(g->ops[i]);
     free(g->ops);
+    free(g->efrom);
+    free(g->eto);
     free(g);
 }
 
@@ -93,6 +101,9 @@ CUresult graph_append_locked(double_graph_t *g, op_t *op)
         g->ops = ops;
         g->cap = cap;
     }
+    /* captured nodes form a chain (the double's captures are linear) */
+    if (g->capturing && g->n > 0 && double_graph_edge_locked(g, g->n - 1, g->n) != CUDA_SUCCESS)
+        return CUDA_ERROR_OUT_OF_MEMORY;
     g->ops[g->n++] = op;
     return CUDA_SUCCESS;
 }

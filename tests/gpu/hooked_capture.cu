@@ -12,22 +12,8 @@
 #include <vector>
 
 #include "recap.h"
+#include "draw.cuh"
 #include "gpu_check.h"
-
-
-// A dropout-style consumer: curand_init(seed, thread, offset) layout through recap/philox.h.
-__global__ void draw(recap_philox_args_t a, uint32_t *out, int n, int k)
-{
-    int i = blockIdx.x * blockDim.x + threadIdx.x;
-    if (i >= n)
-        return;
-    uint64_t seed, offset;
-    recap_philox_unpack(&a, &seed, &offset);
-    recap_philox_stream_t st;
-    recap_philox_init(seed, i, offset, &st);
-    for (int j = 0; j < k; j++)
-        out[(size_t)i * k + j] = recap_philox_next(&st);
-}
 
 static recap_status_t step(recap_generator_h g, cudaStream_t s, uint32_t *buf, int n, int k)
 {
