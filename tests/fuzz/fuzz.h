@@ -63,6 +63,7 @@ typedef struct {
     int gen, host_gen; /* slots of the generators given at creation, or -1 */
     recap_fork_token_t forks[NFORKS];
     int nforks;
+    int regions; /* regions and checkpoints using it (ops_region.c): it must outlive them */
 } trk_slot_t;
 
 typedef struct {
@@ -121,5 +122,58 @@ void op_capture(input_t *in);
 void op_graph(input_t *in);
 void op_signature(input_t *in);
 void op_misc(input_t *in);
+
+/* Regions, managers, checkpoints and the plain engine (ops_region.c), the NCCL wrapper
+ * (ops_nccl.c), the probe API (ops_probe.c), RNG-state checks (ops_rng.c). */
+#define NBUF 6
+#define NREG 4
+#define NMGR 2
+#define NCKPT 2
+#define NLOG (NREG + NCKPT)
+#define MAXWORDS 96
+typedef struct {
+    recap_plain_engine_h eng[2]; /* host memory; device 0 (under the NCCL wrapper) */
+    const recap_engine_ops_t *plain_ops;
+    struct {
+        recap_buffer_t h;
+        int eng;
+        unsigned gen; /* bumped at each new buffer in the slot */
+    } buf[NBUF];
+    struct {
+        recap_region_h h;
+        int eng, trk, arg_trk, plain, checked, ys, same;
+        unsigned ygen;
+        uint64_t n;
+    } reg[NREG];
+    struct {
+        recap_manager_h h;
+        int eng;
+    } mgr[NMGR];
+    struct {
+        recap_checkpoint_h h;
+        int eng, trk, arg_trk;
+        uint64_t n;
+    } ck[NCKPT];
+    int managed[NLOG]; /* the function drew through the region's own tracker */
+    recap_signature_h sig;
+    const recap_engine_ops_t *nccl_ops; /* the NCCL wrapper's table and engine, when one lives */
+    void *nccl_engine;
+} region_world_t;
+extern region_world_t rw;
+
+void op_plain(input_t *in);
+void op_region(input_t *in);
+void op_manager(input_t *in);
+void op_checkpoint(input_t *in);
+void op_nccl(input_t *in);
+void op_probe(input_t *in);
+void op_rng_check(input_t *in);
+void fz_rng_check_all(void);
+recap_plain_engine_h fz_engine(int e, input_t *in);
+void fz_adopt(recap_buffer_t b, int e);
+void fz_set_pass(int pass);
+void fz_regions_check(void);
+void fz_regions_teardown(void);
+void fz_nccl_teardown(void);
 
 #endif
