@@ -6,20 +6,26 @@
  * and without a valid checksum), reservations and fills, per-rank seeding, captures, graphs and
  * executables, and signatures; with names and seeds of any bytes, and wrong kinds, orders and
  * tokens (a host generator where a device one belongs, an unfork of a token that is not the
- * innermost, a capture ended that never began). Handles are only ever ones this harness created
- * and has not destroyed (anything else is undefined by contract).
+ * innermost, a capture ended that never began); recompute regions, managers and checkpoints over
+ * plain engines (host and device), the NCCL wrapper over the fake NCCL, and the probe API.
+ * Handles are only ever ones this harness created and has not destroyed (anything else is
+ * undefined by contract).
  *
  * What must hold: no crash, leak or undefined behaviour (AddressSanitizer, LeakSanitizer,
  * UndefinedBehaviorSanitizer), every failing call leaves a message in recap_last_error(),
  * statuses are known ones, failed calls leave their outputs and the objects they were given as
- * they were, and each input leaves recap as it found it (no capture records left).
+ * they were, and each input leaves recap as it found it (no capture records left, plain engines
+ * empty). RNG state: after any sequence a draw equals include/recap/philox.h's words for the
+ * (seed, offset) recap reports, a fork installs the state the tracker reports for the name, and a
+ * region's or checkpoint's recompute draws and writes bit for bit what its first run did.
  *
  * Built by `make tests/fuzz/fuzz_api` (clang, -fsanitize=fuzzer): scripts/fuzz runs it,
- * scripts/ci-sanitize runs it for a minute in CI.
+ * scripts/ci-sanitize runs it for two minutes in CI.
  *
  * The harness's files: fuzz_api.c (one input: setup, the operation table, teardown),
  * input.c (reading the input, checking each call, the objects it created), and the operations
- * by topic: ops_generator.c, ops_tracker.c, ops_snapshot.c, ops_graph.c.
+ * by topic: ops_generator.c, ops_tracker.c, ops_snapshot.c, ops_graph.c, ops_region.c,
+ * ops_nccl.c, ops_probe.c, ops_rng.c. RECAP_FUZZ_TRACE=1 prints each call and its status.
  */
 #ifndef RECAP_TESTS_FUZZ_FUZZ_H
 #define RECAP_TESTS_FUZZ_FUZZ_H
@@ -142,6 +148,7 @@ typedef struct {
     struct {
         recap_region_h h;
         int eng, trk, arg_trk, plain, checked, ys, same;
+        int yslot; /* the output's buffer slot (-1 before record): it must outlive the region */
         unsigned ygen;
         uint64_t n;
     } reg[NREG];
@@ -152,6 +159,7 @@ typedef struct {
     struct {
         recap_checkpoint_h h;
         int eng, trk, arg_trk;
+        int yslot, done; /* the output's buffer slot: it must outlive the backward */
         uint64_t n;
     } ck[NCKPT];
     int managed[NLOG]; /* the function drew through the region's own tracker */
