@@ -131,10 +131,14 @@ static void check_recompute(int id)
     REQUIRE(a->ran >= 1 && b->ran >= 1);
     if (a->in != b->in || !rw.managed[id])
         return;
-    /* OPEN DEFECT, not checked until fixed: with a capture open on one of the input's streams, a
-     * region's recompute (an inference tracker driving a device-0 generator, drawing eagerly)
-     * drew from where the first run left the generator instead of where it began, and rebuild
-     * returned OK. Smallest input found
+    /* OPEN DEFECT, not checked until fixed: while any capture runs, a device generator's value
+     * (get_state, set_state, snapshots) is capture-relative (src/rng/generator.c set_value), but
+     * an eager draw on a stream that is not capturing uses and advances the base offset. So a
+     * region's recompute restores its snapshot into the capture's bookkeeping and then draws
+     * eagerly from where the first run left the generator, and rebuild returns OK. Plain
+     * generator calls show it too: begin a capture on one stream, reserve 4 from a device-0
+     * generator with a NULL stream (offset 0), set_state back to offset 0: the offset reads 0,
+     * the next eager reserve draws at 4, and after the capture the offset reads 8. Smallest input found
      * (base64, replay with RECAP_FUZZ_TRACE=1 to see the offsets):
      * ABQUAAEAAAQHCAkUAQEAAAAAAAAAAWd0cGUFBgcICRQCFQAABAAAFQAAAAEBAQEBFQABBhUAAg== */
     if (a->capturing || b->capturing)
