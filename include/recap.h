@@ -843,7 +843,9 @@ RECAP_API recap_status_t recap_region_destroy(recap_region_h region);
 /* NEW -> RECORDED: snapshots the RNG state, runs fn(args) once without recording (the engine's
  * set_recording) with recap_is_checkpointing true, then stashes the input buffers through the
  * engine's save. The argument values are copied; nargs must equal the signature's count and fn
- * must not be NULL (RECAP_ERR_INVALID_ARG, nothing run). */
+ * must not be NULL (RECAP_ERR_INVALID_ARG, nothing run). The output buffers' handles are kept,
+ * not saved: they must stay valid while the region lives (release frees their storage, rebuild
+ * gives them new storage). */
 RECAP_API recap_status_t recap_region_record(recap_region_h region, recap_signature_h sig,
                                              recap_func_t fn, const recap_value_t *args,
                                              size_t nargs);

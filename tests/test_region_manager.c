@@ -289,6 +289,46 @@ START_TEST(regions_outlive_their_manager)
 }
 END_TEST
 
+/* A trigger buffer or an input of another plain engine is refused (found by the fuzzer: the
+ * trigger was armed in the buffer's engine and removed from the manager's, a use after free when
+ * the buffer went), and the manager and its regions stay usable. */
+START_TEST(buffers_of_another_plain_engine_are_refused)
+{
+    chain_t c;
+    recap_plain_engine_h other;
+    recap_buffer_t foreign, loss;
+    recap_region_h r;
+    recap_manager_h m;
+    recap_value_t v[6];
+    int i;
+
+    chain_init(&c, 2, 81, 0);
+    ck_assert_ok(recap_plain_engine_create(RECAP_DEVICE_HOST, 0, &other));
+    ck_assert_ok(recap_plain_buffer_create(other, c.n * sizeof(float), 1, &foreign));
+    ck_assert_ok(recap_manager_create(c.rig.ops, c.rig.engine, &m));
+    record_all(&c, m);
+    ck_assert_status(recap_manager_release(m, foreign), RECAP_ERR_INVALID_ARG);
+    ck_assert_ptr_nonnull(strstr(recap_last_error(), "belongs to plain engine"));
+    ck_assert_ok(recap_region_create(&c.rig.params, &r)); /* (registers with m) */
+    rr_dropout_args(v, foreign, c.act[1], c.n, 1.0f, 0.0f, c.rig.tracker);
+    ck_assert_status(recap_region_record(r, c.sig, (recap_func_t)layer_fn, v, 6),
+                     RECAP_ERR_INVALID_ARG);
+    ck_assert_ok(recap_region_destroy(r));
+    ck_assert_ok(recap_plain_buffer_destroy(foreign));
+    loss = rr_fbuf(&c.rig, 1, 1, 0);
+    ck_assert_ok(recap_manager_release(m, loss));
+    ck_assert_ok(recap_plain_buffer_fire(loss));
+    for (i = 1; i <= 2; i++)
+        ck_assert_ptr_nonnull(rr_data(c.act[i]));
+    ck_assert_ok(recap_manager_destroy(m));
+    for (i = 0; i < 2; i++)
+        ck_assert_ok(recap_region_destroy(c.r[i]));
+    ck_assert_ok(recap_plain_buffer_destroy(loss));
+    ck_assert_ok(recap_plain_engine_destroy(other));
+    chain_free(&c);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("region_manager");
@@ -299,6 +339,7 @@ int main(void)
     tcase_add_test(tc, wrong_objects_are_refused);
     tcase_add_test(tc, a_manager_serves_step_after_step);
     tcase_add_test(tc, regions_outlive_their_manager);
+    tcase_add_test(tc, buffers_of_another_plain_engine_are_refused);
     suite_add_tcase(s, tc);
     return tu_run(s);
 }

@@ -53,7 +53,9 @@ RECAP_API recap_status_t recap_plain_engine_create(int device, uint32_t flags,
 /* RECAP_ERR_STATE (nothing freed) while buffers are live. */
 RECAP_API recap_status_t recap_plain_engine_destroy(recap_plain_engine_h engine);
 /* The operations; pass the plain engine as params.host (region, checkpoint and manager creation
- * with these operations and anything but a live plain engine: RECAP_ERR_INVALID_ARG). */
+ * with these operations and anything but a live plain engine: RECAP_ERR_INVALID_ARG). They
+ * refuse a buffer of another plain engine (RECAP_ERR_INVALID_ARG; needs_grad answers 1, so the
+ * call that takes it refuses it): a region's buffers are its engine's. */
 RECAP_API recap_status_t recap_plain_engine_ops(const recap_engine_ops_t **ops_p);
 RECAP_API recap_status_t recap_plain_engine_stats(recap_plain_engine_h engine,
                                                 recap_plain_stats_t *stats_p);

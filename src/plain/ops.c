@@ -15,11 +15,24 @@
 /* Recording is per thread, as autograd's grad mode is; stored inverted so it starts on. */
 static _Thread_local int not_recording;
 
-#define PBUF(buf, b)                                            \
-    do {                                                        \
-        recap_status_t st_ = recap__pbuf_check((buf), &(b));    \
-        if (st_ != RECAP_OK)                                    \
-            return st_;                                         \
+/* A live buffer of this engine. One of another plain engine is refused: its storage, accounts
+ * and triggers live in that engine, and a trigger armed there but removed here would be unlinked
+ * from the wrong list (found by the fuzzer: a manager's trigger on another engine's buffer). */
+static recap_status_t own_buffer(void *engine, recap_buffer_t buf, recap__pbuf_t **b_p)
+{
+    recap_status_t st = recap__pbuf_check(buf, b_p);
+
+    if (st == RECAP_OK && (void *)(*b_p)->engine != engine)
+        return recap__fail(RECAP_ERR_INVALID_ARG, "plain buffer %p belongs to plain engine %p, "
+                           "not to %p", buf, (void *)(*b_p)->engine, engine);
+    return st;
+}
+
+#define PBUF(buf, b)                                                \
+    do {                                                            \
+        recap_status_t st_ = own_buffer(engine, (buf), &(b));       \
+        if (st_ != RECAP_OK)                                        \
+            return st_;                                             \
     } while (0)
 
 static recap_status_t buffer_arg(void *engine, recap_buffer_t buf, void **arg_p)
@@ -39,7 +52,11 @@ static int needs_grad(void *engine, recap_buffer_t buf)
 {
     recap__pbuf_t *b = buf;
 
-    return recap__pbuf_check(buf, &b) == RECAP_OK && b->needs_grad;
+    if (recap__pbuf_check(buf, &b) != RECAP_OK)
+        return 0;
+    /* Another engine's buffer "needs" one, so that the operation that takes it next (the
+     * trigger, the saved input) refuses it rather than the region skipping it quietly. */
+    return (void *)b->engine != engine || b->needs_grad;
 }
 
 static recap_status_t alloc_like(void *engine, recap_buffer_t like, recap_buffer_t *buf_p)
@@ -56,6 +73,9 @@ static recap_status_t alloc_like(void *engine, recap_buffer_t like, recap_buffer
 
 static recap_status_t free_buffer(void *engine, recap_buffer_t buf)
 {
+    recap__pbuf_t *b;
+
+    PBUF(buf, b);
     return recap_plain_buffer_destroy(buf);
 }
 
@@ -80,7 +100,7 @@ static int same_storage(void *engine, recap_buffer_t a, recap_buffer_t b)
 {
     recap__pbuf_t *x, *y;
 
-    if (recap__pbuf_check(a, &x) != RECAP_OK || recap__pbuf_check(b, &y) != RECAP_OK)
+    if (own_buffer(engine, a, &x) != RECAP_OK || own_buffer(engine, b, &y) != RECAP_OK)
         return a == b;
     return x->st == y->st || (x->st->block != NULL && x->st->block == y->st->block);
 }

@@ -6,20 +6,26 @@
  * and without a valid checksum), reservations and fills, per-rank seeding, captures, graphs and
  * executables, and signatures; with names and seeds of any bytes, and wrong kinds, orders and
  * tokens (a host generator where a device one belongs, an unfork of a token that is not the
- * innermost, a capture ended that never began). Handles are only ever ones this harness created
- * and has not destroyed (anything else is undefined by contract).
+ * innermost, a capture ended that never began); recompute regions, managers and checkpoints over
+ * plain engines (host and device), the NCCL wrapper over the fake NCCL, and the probe API.
+ * Handles are only ever ones this harness created and has not destroyed (anything else is
+ * undefined by contract).
  *
  * What must hold: no crash, leak or undefined behaviour (AddressSanitizer, LeakSanitizer,
  * UndefinedBehaviorSanitizer), every failing call leaves a message in recap_last_error(),
  * statuses are known ones, failed calls leave their outputs and the objects they were given as
- * they were, and each input leaves recap as it found it (no capture records left).
+ * they were, and each input leaves recap as it found it (no capture records left, plain engines
+ * empty). RNG state: after any sequence a draw equals include/recap/philox.h's words for the
+ * (seed, offset) recap reports, a fork installs the state the tracker reports for the name, and a
+ * region's or checkpoint's recompute draws and writes bit for bit what its first run did.
  *
  * Built by `make tests/fuzz/fuzz_api` (clang, -fsanitize=fuzzer): scripts/fuzz runs it,
- * scripts/ci-sanitize runs it for a minute in CI.
+ * scripts/ci-sanitize runs it for two minutes in CI.
  *
  * The harness's files: fuzz_api.c (one input: setup, the operation table, teardown),
  * input.c (reading the input, checking each call, the objects it created), and the operations
- * by topic: ops_generator.c, ops_tracker.c, ops_snapshot.c, ops_graph.c.
+ * by topic: ops_generator.c, ops_tracker.c, ops_snapshot.c, ops_graph.c, ops_region.c,
+ * ops_nccl.c, ops_probe.c, ops_rng.c. RECAP_FUZZ_TRACE=1 prints each call and its status.
  */
 #ifndef RECAP_TESTS_FUZZ_FUZZ_H
 #define RECAP_TESTS_FUZZ_FUZZ_H
@@ -63,6 +69,7 @@ typedef struct {
     int gen, host_gen; /* slots of the generators given at creation, or -1 */
     recap_fork_token_t forks[NFORKS];
     int nforks;
+    int regions; /* regions and checkpoints using it (ops_region.c): it must outlive them */
 } trk_slot_t;
 
 typedef struct {
@@ -121,5 +128,60 @@ void op_capture(input_t *in);
 void op_graph(input_t *in);
 void op_signature(input_t *in);
 void op_misc(input_t *in);
+
+/* Regions, managers, checkpoints and the plain engine (ops_region.c), the NCCL wrapper
+ * (ops_nccl.c), the probe API (ops_probe.c), RNG-state checks (ops_rng.c). */
+#define NBUF 6
+#define NREG 4
+#define NMGR 2
+#define NCKPT 2
+#define NLOG (NREG + NCKPT)
+#define MAXWORDS 96
+typedef struct {
+    recap_plain_engine_h eng[2]; /* host memory; device 0 (under the NCCL wrapper) */
+    const recap_engine_ops_t *plain_ops;
+    struct {
+        recap_buffer_t h;
+        int eng;
+        unsigned gen; /* bumped at each new buffer in the slot */
+    } buf[NBUF];
+    struct {
+        recap_region_h h;
+        int eng, trk, arg_trk, plain, checked, ys, same;
+        int yslot; /* the output's buffer slot (-1 before record): it must outlive the region */
+        unsigned ygen;
+        uint64_t n;
+    } reg[NREG];
+    struct {
+        recap_manager_h h;
+        int eng;
+    } mgr[NMGR];
+    struct {
+        recap_checkpoint_h h;
+        int eng, trk, arg_trk;
+        int yslot, done; /* the output's buffer slot: it must outlive the backward */
+        uint64_t n;
+    } ck[NCKPT];
+    int managed[NLOG]; /* the function drew through the region's own tracker */
+    recap_signature_h sig;
+    const recap_engine_ops_t *nccl_ops; /* the NCCL wrapper's table and engine, when one lives */
+    void *nccl_engine;
+} region_world_t;
+extern region_world_t rw;
+
+void op_plain(input_t *in);
+void op_region(input_t *in);
+void op_manager(input_t *in);
+void op_checkpoint(input_t *in);
+void op_nccl(input_t *in);
+void op_probe(input_t *in);
+void op_rng_check(input_t *in);
+void fz_rng_check_all(void);
+recap_plain_engine_h fz_engine(int e, input_t *in);
+void fz_adopt(recap_buffer_t b, int e);
+void fz_set_pass(int pass);
+void fz_regions_check(void);
+void fz_regions_teardown(void);
+void fz_nccl_teardown(void);
 
 #endif

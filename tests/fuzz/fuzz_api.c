@@ -25,6 +25,8 @@ static void teardown(void)
     recap_tracker_h t;
     int i;
 
+    fz_rng_check_all(); /* before anything goes: the states the input left */
+    fz_regions_teardown();
     for (i = 0; i < NSTREAM; i++)
         if (w.stream[i] != NULL && w.capturing[i]) {
             if (CALL(recap_stream_end_capture(w.stream[i], &graph)) == RECAP_OK)
@@ -78,6 +80,9 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 #ifdef RECAP_FUZZ_DOUBLE
     setenv("RECAP_CUDA_DRIVER", RECAP_FUZZ_DOUBLE, 0); /* the test double, unless told */
 #endif
+#ifdef RECAP_FUZZ_NCCL
+    setenv("RECAP_NCCL_LIB", RECAP_FUZZ_NCCL, 0); /* the fake NCCL of tests/double */
+#endif
     return 0;
 }
 
@@ -89,6 +94,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         op_tracker_query,   op_tracker_add,    op_tracker_fork,    op_tracker_unfork,
         op_tracker_reset_or_seed, op_states,   op_convert,         op_snapshot,
         op_capture,         op_graph,          op_signature,       op_misc,
+        op_plain,           op_region,         op_manager,         op_checkpoint,
+        op_region,          op_checkpoint,     op_nccl,            op_probe,
+        op_rng_check,
     };
     input_t in = {data, size};
     recap_capture_stats_t before, after;

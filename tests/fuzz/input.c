@@ -72,6 +72,12 @@ void clear_error(void)
 
 recap_status_t checked(recap_status_t st, const char *what)
 {
+    static int trace = -1; /* RECAP_FUZZ_TRACE=1: every call and its status, to read an input */
+
+    if (trace < 0)
+        trace = getenv("RECAP_FUZZ_TRACE") != NULL;
+    if (trace)
+        fprintf(stderr, "%d %s\n", (int)st, what);
     if (!known_status(st)) {
         fprintf(stderr, "%s returned unknown status %d\n", what, (int)st);
         abort();

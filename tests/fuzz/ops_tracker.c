@@ -58,7 +58,7 @@ void op_tracker_destroy(input_t *in)
     int slot = pick(in, DEFAULT_SLOT);
     recap_status_t st;
 
-    if (w.trk[slot].h == NULL)
+    if (w.trk[slot].h == NULL || w.trk[slot].regions > 0) /* its regions still use it */
         return;
     st = CALL(recap_tracker_destroy(w.trk[slot].h));
     /* Refused exactly while forks are open. */
