@@ -249,6 +249,17 @@ static int edges_of(walk_t *w, CUgraph g, CUgraphNode *nodes, size_t count, size
         rc = CUDA_ERROR_NOT_SUPPORTED;
     if (rc != CUDA_SUCCESS)
         return 0;
+    if (n == 0) { /* the real driver refuses arrays with a count of 0 (CUDA_ERROR_INVALID_VALUE) */
+        *from_p = calloc(1, sizeof(size_t));
+        *to_p = calloc(1, sizeof(size_t));
+        *nedges_p = 0;
+        if (*from_p != NULL && *to_p != NULL)
+            return 1;
+        free(*from_p);
+        free(*to_p);
+        *from_p = *to_p = NULL;
+        return 0;
+    }
     from = calloc(n + 1, sizeof(*from));
     to = calloc(n + 1, sizeof(*to));
     data = calloc(n + 1, sizeof(*data));

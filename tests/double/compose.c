@@ -252,7 +252,8 @@ static CUresult get_edges(CUgraph graph, CUgraphNode *from, CUgraphNode *to,
     double_graph_t *g = (double_graph_t *)graph;
     CUresult rc = CUDA_SUCCESS;
 
-    if (n == NULL || (from == NULL) != (to == NULL))
+    /* as the H200's driver (580) does: arrays with a count of 0 are refused */
+    if (n == NULL || (from == NULL) != (to == NULL) || (from != NULL && *n == 0))
         return CUDA_ERROR_INVALID_VALUE;
     pthread_mutex_lock(&lock);
     if (!graph_live_locked(graph)) {
