@@ -118,8 +118,14 @@ RECAP_API recap_status_t recap_generator_device(recap_generator_h gen, int *devi
 RECAP_API recap_status_t recap_generator_manual_seed(recap_generator_h gen, uint64_t seed);
 RECAP_API recap_status_t recap_generator_seed(recap_generator_h gen, uint64_t *seed_p);
 RECAP_API recap_status_t recap_generator_offset(recap_generator_h gen, uint64_t *offset_p);
+/* While a capture a device generator takes part in runs (it drew there, or was set there), its
+ * value is the capture's, for every thread (frameworks run backward passes on worker threads):
+ * get_state, set_state and snapshots read and write the offset relative to that capture. */
 RECAP_API recap_status_t recap_generator_get_state(recap_generator_h gen, uint8_t state[RECAP_STATE_BYTES]);
-/* RECAP_ERR_MISALIGNED when the offset is not a multiple of 4; the generator is unchanged. */
+/* RECAP_ERR_MISALIGNED when the offset is not a multiple of 4; the generator is unchanged.
+ * Inside a running capture (see get_state), a value whose offset lies below the launches' base
+ * (a state saved before eager draws the capture does not hold) or with another seed fails that
+ * capture at its end (recap_capture_ended says why): no launch could draw it again. */
 RECAP_API recap_status_t recap_generator_set_state(recap_generator_h gen,
                                          const uint8_t state[RECAP_STATE_BYTES]);
 /* Reserves n values per thread for a kernel about to run on `stream` (NULL for host
@@ -128,7 +134,11 @@ RECAP_API recap_status_t recap_generator_set_state(recap_generator_h gen,
  * round_up(n, 4). When `stream` is capturing, the arguments point at the generator's device
  * slot and the offset relative to the capture advances instead. RECAP_ERR_NOT_REGISTERED when
  * the stream captures but recap was not told of the capture or the generator was not primed;
- * RECAP_ERR_WRONG_DEVICE for a stream of another device than the generator's. */
+ * RECAP_ERR_WRONG_DEVICE for a stream of another device than the generator's. An eager reserve
+ * (a stream not capturing) while another stream captures draws at the generator's eager offset,
+ * which no launch of that graph draws; but once the generator's value was set inside that
+ * running capture, the value is the capture's and an eager draw could not follow it:
+ * RECAP_ERR_STATE until the capture ends. */
 RECAP_API recap_status_t recap_generator_reserve(recap_generator_h gen, recap_stream_t stream,
                                                  uint64_t n, recap_philox_args_t *args_p);
 
@@ -645,7 +655,14 @@ RECAP_API recap_status_t recap_snapshot_destroy(recap_snapshot_h snap);
 RECAP_API recap_status_t recap_snapshot_take(recap_tracker_h tracker, recap_snapshot_h snap);
 /* Restores exactly what take saw. All or nothing: on error the live state is untouched. When
  * the tracker has the snapshot's names in the same order, values are written in place (inside
- * forks too; graph-safe trackers write into their existing state objects); otherwise the map is
+ * forks too; graph-safe trackers write into their existing state objects). The generator's value
+ * is the progress of the state it drew at take (the default outside forks, else the forked one),
+ * and that state is current again after the restore, as the map and the generator are apart in
+ * Megatron's module: restored inside fork(x) when taken outside forks, the generator draws the
+ * snapshot's default value, a nested fork(x) x's restored value, and the fork's unfork stores
+ * what the generator drew into x. A graph-safe tracker's generator holds the forked state's
+ * object, so there a restore inside a fork of a snapshot taken outside it (or in another fork) is
+ * RECAP_ERR_STATE; outside forks any snapshot restores. Otherwise the map is
  * replaced wholesale (keeping the objects of names that stay), which is RECAP_ERR_STATE while
  * forks are open. RECAP_ERR_STATE for a snapshot never taken or deserialized;
  * RECAP_ERR_INVALID_ARG when exactly one of snapshot and tracker has a host generator. */

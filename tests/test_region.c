@@ -539,6 +539,75 @@ START_TEST(rebuild_redraws_the_forward_dropout_bit_for_bit)
 }
 END_TEST
 
+/* Recorded inside fork(model-parallel) and rebuilt outside it or inside another fork (or the
+ * other way round): the recompute runs in the fork its first run ran in, so its nested fork of
+ * the same name draws as the first did; the forks open around the rebuild see nothing of it.
+ * A graph-safe tracker cannot restore outside-fork work inside a fork: RECAP_ERR_STATE, nothing
+ * changed (include/recap.h, recap_snapshot_restore). */
+START_TEST(rebuild_runs_in_the_fork_the_first_run_ran_in)
+{
+    int graph_safe = _i & 1, recorded_in_fork = !(_i & 2), rebuilt_in_fork = !recorded_in_fork ||
+                     tu_rand_below(2);
+    rr_rig_t rig;
+    recap_signature_h sig = rr_dropout_sig();
+    size_t n = 1 + tu_rand_below(5000);
+    uint32_t expect[RR_DRAW_WORDS(8)], got[RR_DRAW_WORDS(8)];
+    recap_fork_token_t tok;
+    recap_snapshot_h mid;
+    recap_buffer_t x, y;
+    recap_region_h r;
+    recap_value_t v[6];
+    recap_status_t st;
+    float *fwd;
+
+    rr_rig_init(&rig, graph_safe ? RECAP_TRACKER_GRAPH_SAFE : 0,
+                1 + (int64_t)tu_rand_below(1u << 30));
+    x = rr_fbuf(&rig, n, 1, 1);
+    y = rr_fbuf(&rig, n, 1, 0);
+    rr_draw_all(&rig, got, 1 + tu_rand_below(8));
+    rr_dropout_args(v, x, y, n, 1.5f, -0.25f, rig.tracker);
+    ck_assert_ok(recap_region_create(&rig.params, &r));
+    if (recorded_in_fork)
+        ck_assert_ok(recap_tracker_fork(rig.tracker, RECAP_RNG_MODEL_PARALLEL, &tok));
+    ck_assert_ok(recap_region_record(r, sig, (recap_func_t)rr_dropout_fn, v, 6));
+    if (recorded_in_fork)
+        ck_assert_ok(recap_tracker_unfork(rig.tracker, tok));
+    fwd = rr_copy(y, n);
+    ck_assert_ok(recap_region_release(r, NULL));
+    rr_draw_all(&rig, got, 8);
+    ck_assert_ok(recap_snapshot_create(&mid));
+    ck_assert_ok(recap_snapshot_take(rig.tracker, mid));
+    if (rebuilt_in_fork)
+        ck_assert_ok(recap_tracker_fork(rig.tracker, RECAP_RNG_EXPERT_PARALLEL, &tok));
+    st = recap_region_rebuild(r);
+    if (graph_safe && !recorded_in_fork) {
+        ck_assert_status(st, RECAP_ERR_STATE);
+    } else {
+        ck_assert_ok(st);
+        ck_assert_mem_eq(rr_data(y), fwd, n * sizeof(float));
+    }
+    rr_draw_all(&rig, got, 8); /* inside the rebuild's fork, if any, and after it */
+    if (rebuilt_in_fork)
+        ck_assert_ok(recap_tracker_unfork(rig.tracker, tok));
+    rr_draw_all(&rig, got + RR_DRAW_WORDS(4), 4);
+    ck_assert_ok(recap_snapshot_restore(rig.tracker, mid)); /* the same without the rebuild */
+    if (rebuilt_in_fork)
+        ck_assert_ok(recap_tracker_fork(rig.tracker, RECAP_RNG_EXPERT_PARALLEL, &tok));
+    rr_draw_all(&rig, expect, 8);
+    if (rebuilt_in_fork)
+        ck_assert_ok(recap_tracker_unfork(rig.tracker, tok));
+    rr_draw_all(&rig, expect + RR_DRAW_WORDS(4), 4);
+    ck_assert_mem_eq(got, expect, sizeof(got));
+    free(fwd);
+    ck_assert_ok(recap_snapshot_destroy(mid));
+    ck_assert_ok(recap_region_destroy(r));
+    ck_assert_ok(recap_signature_destroy(sig));
+    ck_assert_ok(recap_plain_buffer_destroy(x));
+    ck_assert_ok(recap_plain_buffer_destroy(y));
+    rr_rig_free(&rig);
+}
+END_TEST
+
 /* in-out: x is input 0 and also handed back as output 1 (unchanged); z = 2x + 1 is output 2. */
 static int alias_runs;
 static void alias_fn(const float *x, float *x_again, float *z, uint64_t n)
@@ -884,6 +953,7 @@ int main(void)
     tcase_add_test(tc, destroy_without_rebuild_frees_everything);
     tcase_add_test(tc, a_region_without_gradient_is_a_plain_call);
     tcase_add_loop_test(tc, rebuild_redraws_the_forward_dropout_bit_for_bit, 0, 2);
+    tcase_add_loop_test(tc, rebuild_runs_in_the_fork_the_first_run_ran_in, 0, 4);
     tcase_add_test(tc, retained_inputs_keep_outputs_that_alias_them);
     tcase_add_test(tc, without_retain_an_aliasing_output_is_released_with_its_input);
     tcase_add_test(tc, a_failing_host_operation_leaves_the_region_released_for_a_retry);

@@ -160,6 +160,81 @@ START_TEST(restore_inside_a_fork_replays_the_draws)
 }
 END_TEST
 
+static void gen_draw(rig_t *rig, uint32_t *w, size_t n)
+{
+    recap_generator_h g;
+
+    ck_assert_ok(recap_tracker_generator(rig->t, &g));
+    ck_assert_ok(recap_generator_fill_u32(g, NULL, w, n));
+}
+
+/* A snapshot taken outside forks, restored inside fork(x) (a recompute inside a fork): as
+ * Megatron's module, the generator draws the snapshot's generator state, a nested fork(x) draws
+ * x's restored state, and the fork's end stores what the generator drew into x and puts the
+ * pre-fork default back. The twin is the oracle: the same history with the snapshot's states
+ * drawn outside forks. A graph-safe tracker refuses (its generator holds x's object) and changes
+ * nothing. */
+START_TEST(restore_inside_another_fork_keeps_generator_and_state_apart)
+{
+    int64_t seed = 1 + (int64_t)tu_rand_below(1ULL << 40);
+    rig_t rig = rig_new(mode_flags(_i), seed), twin = rig_new(mode_flags(_i), seed);
+    uint32_t a[NWORDS], b[NWORDS];
+    uint8_t before_fork[RECAP_STATE_BYTES], now[RECAP_STATE_BYTES];
+    recap_fork_token_t tok;
+    recap_generator_h g;
+    recap_snapshot_h snap;
+    const char *x = tu_rand_below(2) ? RECAP_RNG_MODEL_PARALLEL : RECAP_RNG_EXPERT_PARALLEL;
+    const char *name;
+    int k = (int)tu_rand_below(3);
+
+    steps(&rig, k);
+    steps(&twin, k);
+    ck_assert_ok(recap_snapshot_create(&snap));
+    ck_assert_ok(recap_snapshot_take(rig.t, snap));
+    gen_draw(&rig, a, 1 + tu_rand_below(NWORDS)); /* the default moves on before the fork */
+    ck_assert_ok(recap_tracker_generator(rig.t, &g));
+    ck_assert_ok(recap_generator_get_state(g, before_fork));
+    ck_assert_ok(recap_tracker_fork(rig.t, x, &tok));
+    tu_fork_draw(rig.t, x, a, NWORDS); /* a nested fork of x: x's progress */
+    gen_draw(&rig, a, NWORDS);
+    if (_i) {
+        seen_t s0 = observe(&rig), s1;
+
+        ck_assert_status(recap_snapshot_restore(rig.t, snap), RECAP_ERR_STATE);
+        ck_assert_msg(strstr(recap_last_error(), "outside the fork") != NULL, "%s",
+                      recap_last_error());
+        s1 = observe(&rig);
+        assert_seen_equal(&s0, &s1);
+        ck_assert_ok(recap_tracker_unfork(rig.t, tok));
+        goto out;
+    }
+    ck_assert_ok(recap_snapshot_restore(rig.t, snap));
+    ck_assert_ok(recap_tracker_current_name(rig.t, &name));
+    ck_assert_str_eq(name, RECAP_RNG_DEFAULT);
+    gen_draw(&rig, a, NWORDS); /* the generator: the snapshot's generator state */
+    gen_draw(&twin, b, NWORDS);
+    ck_assert_mem_eq(a, b, sizeof(a));
+    tu_fork_draw(rig.t, x, a, NWORDS); /* a nested fork of x: x's restored state */
+    tu_fork_draw(twin.t, x, b, NWORDS);
+    ck_assert_mem_eq(a, b, sizeof(a));
+    gen_draw(&rig, a, NWORDS); /* and the generator's, put back after it */
+    gen_draw(&twin, b, NWORDS);
+    ck_assert_mem_eq(a, b, sizeof(a));
+    ck_assert_ok(recap_tracker_unfork(rig.t, tok));
+    ck_assert_ok(recap_tracker_current_name(rig.t, &name));
+    ck_assert_str_eq(name, RECAP_RNG_DEFAULT);
+    ck_assert_ok(recap_generator_get_state(g, now)); /* the pre-fork default is back */
+    ck_assert_mem_eq(now, before_fork, sizeof(now));
+    tu_fork_draw(rig.t, x, a, NWORDS); /* x took what the generator drew inside the fork */
+    gen_draw(&twin, b, NWORDS);
+    ck_assert_mem_eq(a, b, sizeof(a));
+out:
+    ck_assert_ok(recap_snapshot_destroy(snap));
+    rig_free(&rig);
+    rig_free(&twin);
+}
+END_TEST
+
 START_TEST(restore_of_other_names_replaces_the_map)
 {
     recap_tracker_params_t p = {.flags = mode_flags(_i), .device = RECAP_DEVICE_HOST};
@@ -715,6 +790,7 @@ int main(void)
 
     tcase_add_loop_test(tc, restore_replays_the_draws_made_after_take, 0, 2);
     tcase_add_loop_test(tc, restore_inside_a_fork_replays_the_draws, 0, 2);
+    tcase_add_loop_test(tc, restore_inside_another_fork_keeps_generator_and_state_apart, 0, 2);
     tcase_add_loop_test(tc, restore_of_other_names_replaces_the_map, 0, 2);
     tcase_add_loop_test(tc, restore_of_other_names_with_a_fork_open_is_rejected, 0, 2);
     tcase_add_loop_test(tc, restore_drops_states_added_after_take, 0, 2);

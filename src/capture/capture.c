@@ -21,6 +21,7 @@
 typedef struct {
     recap__genstate_t *gs; /* referenced while the capture lives */
     uint64_t rel;
+    int moved; /* its value was set inside the capture (a restore, a value-mode fork) */
 } capture_entry_t;
 
 struct recap__capture {
@@ -111,6 +112,7 @@ static capture_entry_t *entry_of(recap__capture_t *c, recap__genstate_t *gs, int
     recap__genstate_ref(gs);
     c->e[c->n].gs = gs;
     c->e[c->n].rel = 0;
+    c->e[c->n].moved = 0;
     return &c->e[c->n++];
 }
 
@@ -205,7 +207,7 @@ static void poison(recap__capture_t *c, const char *why)
     }
 }
 
-int recap__capture_rel_set(recap__genstate_t *gs, uint64_t rel, int seed_changed)
+int recap__capture_rel_set(recap__genstate_t *gs, uint64_t rel, int seed_changed, int before)
 {
     capture_entry_t *e = NULL;
     recap__capture_t *c;
@@ -214,14 +216,35 @@ int recap__capture_rel_set(recap__genstate_t *gs, uint64_t rel, int seed_changed
     c = capture_of_state(gs, 1, &e);
     if (c != NULL) {
         e->rel = rel;
+        e->moved = 1;
         if (seed_changed)
             poison(c, "a generator's seed changed inside the capture (a value-mode tracker "
                       "fork or set_state); the graph would replay with one seed: use a "
                       "graph-safe tracker inside captures");
+        else if (before)
+            poison(c, "a generator was set inside the capture to an offset below the one its "
+                      "launches start from (a state saved before eager draws the capture does "
+                      "not hold); every launch would draw numbers drawn before it");
         recap__unlock(&c->lock);
     }
     pthread_mutex_unlock(&caps_lock);
     return c != NULL;
+}
+
+int recap__capture_moved(recap__genstate_t *gs)
+{
+    capture_entry_t *e = NULL;
+    recap__capture_t *c;
+    int moved = 0;
+
+    pthread_mutex_lock(&caps_lock);
+    c = capture_of_state(gs, 0, &e);
+    if (c != NULL) {
+        moved = e->moved || e->rel != 0;
+        recap__unlock(&c->lock);
+    }
+    pthread_mutex_unlock(&caps_lock);
+    return moved;
 }
 
 /* ------------------------------------------------------------------ events */

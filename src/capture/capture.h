@@ -49,10 +49,13 @@ recap_status_t recap__capture_draw(recap__capture_t *cap, recap__genstate_t *gs,
  * in a running capture. */
 int recap__capture_rel_get(recap__genstate_t *gs, uint64_t *rel);
 /* Sets gs's capture-relative offset in the capture it takes part in (or the calling thread's,
- * creating its entry when gs is primed). A seed change cannot be replayed: `seed_changed` marks
- * that capture as failed, with the reason recap_capture_ended reports. Returns 1 when handled,
- * 0 when no capture applies. */
-int recap__capture_rel_set(recap__genstate_t *gs, uint64_t rel, int seed_changed);
+ * creating its entry when gs is primed). A seed change cannot be replayed, nor an offset below
+ * the launch's base (`before`: rel is negative): either marks that capture as failed, with the
+ * reason recap_capture_ended reports. Returns 1 when handled, 0 when no capture applies. */
+int recap__capture_rel_set(recap__genstate_t *gs, uint64_t rel, int seed_changed, int before);
+/* Whether gs's value was set inside the running capture it takes part in: from then on its
+ * value is the capture's, which an eager draw (a stream not capturing) cannot follow. */
+int recap__capture_moved(recap__genstate_t *gs);
 
 /* ---- graphs (graphs.c) */
 

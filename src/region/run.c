@@ -8,6 +8,7 @@
 
 #include "base/error.h"
 #include "region/region.h"
+#include "tracker/tracker.h"
 
 static recap_status_t set_recording(recap__rec_t *r, int enable, int *prev_p)
 {
@@ -62,10 +63,16 @@ recap_status_t recap__rec_first(recap__rec_t *r)
     return recap__run(r, RECAP_PASS_FIRST, 0, bufs);
 }
 
+/* The recompute runs in the fork the first run ran in: recorded inside fork(x) and rebuilt
+ * outside it (or inside another), x is forked around it, so a nested fork of x by the function
+ * goes on drawing x as the first run's did; "now" is restored after that fork has ended. */
 recap_status_t recap__rec_recompute(recap__rec_t *r, const recap_buffer_t *bufs)
 {
+    char name[RECAP_NAME_MAX + 1];
+    recap_fork_token_t tok = 0;
     recap_snapshot_h now;
     recap_status_t st, st2;
+    int forked = 0, changed;
 
     if (r->tracker == NULL)
         return recap__run(r, RECAP_PASS_RECOMPUTE, 1, bufs);
@@ -73,10 +80,18 @@ recap_status_t recap__rec_recompute(recap__rec_t *r, const recap_buffer_t *bufs)
     if (st != RECAP_OK)
         return st;
     st = recap_snapshot_take(r->tracker, now);
+    if (st == RECAP_OK && recap__snapshot_fork_of(r->tracker, r->fwd, name) != NULL) {
+        st = recap_tracker_fork(r->tracker, name, &tok);
+        forked = st == RECAP_OK;
+    }
     if (st == RECAP_OK)
         st = recap_snapshot_restore(r->tracker, r->fwd);
-    if (st == RECAP_OK) { /* (a failed restore changed nothing) */
+    changed = forked || st == RECAP_OK; /* (a failed restore changed nothing) */
+    if (st == RECAP_OK)
         st = recap__run(r, RECAP_PASS_RECOMPUTE, 1, bufs);
+    if (forked && (st2 = recap_tracker_unfork(r->tracker, tok)) != RECAP_OK && st == RECAP_OK)
+        st = st2;
+    if (changed) {
         st2 = recap_snapshot_restore(r->tracker, now);
         st = st != RECAP_OK ? st : st2;
     }

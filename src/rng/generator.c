@@ -169,9 +169,11 @@ static recap_status_t set_value(recap__genstate_t *gs, uint64_t seed, uint64_t o
 {
     if (gs->fw != NULL)
         return recap__fw_state_set(gs, seed, offset);
-    if (in_capture(gs) &&
-        recap__capture_rel_set(gs, offset - load64(&gs->offset), seed != load64(&gs->seed)))
-        return RECAP_OK;
+    if (in_capture(gs)) {
+        uint64_t base = load64(&gs->offset);
+        if (recap__capture_rel_set(gs, offset - base, seed != load64(&gs->seed), offset < base))
+            return RECAP_OK;
+    }
     store64(&gs->seed, seed);
     store64(&gs->offset, offset);
     return RECAP_OK;
@@ -415,6 +417,14 @@ recap_status_t recap__generator_draw(recap_generator_h gen, recap_stream_t strea
     gs = lock_state(gen);
     if (cap != NULL) {
         st = recap__capture_draw(cap, gs, inc, args);
+    } else if (in_capture(gs) && recap__capture_moved(gs)) {
+        /* Its value (get_state, snapshots) is the capture's while the capture runs; an eager
+         * draw uses the launches' base, so the value read would not be the one drawn. */
+        st = recap__fail(RECAP_ERR_STATE, "eager draw (stream %p is not capturing) from a "
+                         "generator that takes part in a capture still running (it drew or was "
+                         "set there): its value is the capture's until the capture ends, and an "
+                         "eager draw could not draw from it; draw on the capturing stream, or "
+                         "from another generator, or after the capture", stream);
     } else {
         /* An atomic add: a graph launch on another thread may advance the same state. */
         uint64_t before = __atomic_fetch_add(&gs->offset, inc, __ATOMIC_RELAXED);

@@ -255,6 +255,7 @@ recap_status_t recap_snapshot_deserialize(const void *buf, size_t len, recap_sna
     free(snap->e);
     h.valid = 1;
     h.layout = 0; /* names unknown to every tracker until a restore compares them */
+    h.current = -1; /* the blob keeps no forks: restored as taken outside them */
     h.magic = RECAP_MAGIC_SNAPSHOT;
     *snap = h;
     return RECAP_OK;

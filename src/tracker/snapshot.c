@@ -23,6 +23,7 @@ recap_status_t recap_snapshot_create(recap_snapshot_h *snap_p)
     if (s == NULL)
         return recap__fail(RECAP_ERR_NO_MEMORY, "snapshot");
     s->magic = RECAP_MAGIC_SNAPSHOT;
+    s->current = -1;
     if (recap__handle_register(s, RECAP_MAGIC_SNAPSHOT) != RECAP_OK) {
         free(s);
         return RECAP_ERR_NO_MEMORY;
@@ -82,6 +83,7 @@ static recap_status_t take_locked(recap_tracker_h t, recap_snapshot_h s)
     }
     s->n = t->nslots;
     s->layout = t->layout;
+    s->current = t->current;
     s->flags = t->initialized ? RECAP__SNAP_INITIALIZED : 0;
     if (t->host_gen != NULL)
         s->flags |= RECAP__SNAP_HAS_HOST;
@@ -155,6 +157,28 @@ static void write_values(recap_tracker_h t, const struct recap_snapshot *s)
     t->initialized = (s->flags & RECAP__SNAP_INITIALIZED) != 0;
 }
 
+/*
+ * The generator's value is the progress of the state it drew at take: the default outside forks,
+ * else the forked one. A restore makes that state the current one again, so the generator and
+ * the names stay apart as they were (as in Megatron's module, where the generator and the map
+ * are separate): a snapshot taken outside forks restored inside fork(x) has the generator draw
+ * the restored default value, a nested fork(x) x's restored value, and the fork's unfork stores
+ * what the generator drew into x and puts the outer state back, as always. In value mode that is
+ * the slots' own bookkeeping. A graph-safe tracker's generator holds the current state's object,
+ * which cannot take another state's value while that fork is open: RECAP_ERR_STATE, nothing
+ * changed (outside forks the values go into the objects as they are).
+ */
+static recap_status_t check_fork(recap_tracker_h t, const struct recap_snapshot *s)
+{
+    if (!(t->flags & RECAP_TRACKER_GRAPH_SAFE) || t->current < 0 || s->current == t->current)
+        return RECAP_OK;
+    return recap__fail(RECAP_ERR_STATE, "restore inside a fork of \"%.*s\" of a snapshot taken "
+                       "%s: a graph-safe tracker's generator holds that state's object, which "
+                       "cannot take the generator's value; restore it outside the fork",
+                       RECAP_NAME_MAX, t->slots[t->current]->e.name,
+                       s->current < 0 ? "outside forks" : "inside another fork");
+}
+
 /* The same with a framework's generator, whose writes may fail: the object and generator writes
  * go first, all or nothing, then the tracker's own slots. */
 static recap_status_t write_values_framework(recap_tracker_h t, const struct recap_snapshot *s)
@@ -223,12 +247,14 @@ recap_status_t recap_snapshot_restore(recap_tracker_h tracker, recap_snapshot_h 
                            tracker->host_gen ? "has" : "has no");
     recap__lock(&tracker->lock);
     if (names_fit(tracker, snap)) {
-        recap_status_t st = RECAP_OK;
+        recap_status_t st = check_fork(tracker, snap);
 
-        if (recap__tracker_has_framework(tracker))
+        if (st == RECAP_OK && recap__tracker_has_framework(tracker))
             st = write_values_framework(tracker, snap);
-        else
+        else if (st == RECAP_OK)
             write_values(tracker, snap);
+        if (st == RECAP_OK && !(tracker->flags & RECAP_TRACKER_GRAPH_SAFE))
+            tracker->current = snap->current;
         recap__unlock(&tracker->lock);
         return st;
     }
@@ -240,4 +266,20 @@ recap_status_t recap_snapshot_restore(recap_tracker_h tracker, recap_snapshot_h 
     gv.host_offset = snap->host_offset;
     return recap__tracker_replace(tracker, snap->e, snap->n, &gv, restore_replaced, snap,
                                   "restore of a snapshot of other states");
+}
+
+const char *recap__snapshot_fork_of(recap_tracker_h tracker, recap_snapshot_h snap, char *name)
+{
+    const char *r = NULL;
+
+    recap__lock(&tracker->lock);
+    if (snap->valid && snap->current >= 0 && names_fit(tracker, snap) &&
+        snap->current != tracker->current) {
+        const recap__entry_t *e = &tracker->slots[snap->current]->e;
+        memcpy(name, e->name, e->len);
+        name[e->len] = '\0';
+        r = name;
+    }
+    recap__unlock(&tracker->lock);
+    return r;
 }

@@ -93,7 +93,13 @@ struct recap_snapshot {
     recap__entry_t *e;
     size_t n, cap;
     uint64_t layout; /* the tracker's layout at take; 0 when unknown */
+    int current;     /* the state the generator drew at take (index in e), -1: the default */
 };
+
+/* The name of the state `snap` was taken inside a fork of, copied into `name` (room for
+ * RECAP_NAME_MAX + 1), when the tracker's generator now draws another one, else NULL: a
+ * recompute forks it around the restore so it runs in the fork it was recorded in. */
+const char *recap__snapshot_fork_of(recap_tracker_h tracker, recap_snapshot_h snap, char *name);
 
 struct recap_states {
     uint32_t magic; /* RECAP_MAGIC_STATES while live */
