@@ -519,8 +519,10 @@ typedef struct recap_tracker_params {
 } recap_tracker_params_t;
 
 RECAP_API recap_status_t recap_tracker_create(const recap_tracker_params_t *params, recap_tracker_h *tracker_p);
-/* RECAP_ERR_STATE while forks are open (the tracker's generator would keep a named state), and
- * for the default tracker (replace it with recap_default_tracker_initialize and force_reset).
+/* RECAP_ERR_STATE while forks are open (the tracker's generator would keep a named state), while
+ * recompute regions or checkpoints made with it live (they restore its states when they
+ * rebuild), and for the default tracker (replace it with recap_default_tracker_initialize and
+ * force_reset, which refuses the same way).
  * An owned generator (params.generator NULL) is destroyed with the tracker. */
 RECAP_API recap_status_t recap_tracker_destroy(recap_tracker_h tracker);
 /* Empties the states and used seeds, marks the tracker uninitialized, current = default.

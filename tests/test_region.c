@@ -608,6 +608,58 @@ START_TEST(rebuild_runs_in_the_fork_the_first_run_ran_in)
 }
 END_TEST
 
+/* A region or checkpoint keeps its tracker: destroying the tracker (or replacing the default
+ * one) while they live is RECAP_ERR_STATE and changes nothing; the rebuild still works after. */
+START_TEST(a_tracker_in_use_by_regions_is_not_destroyed)
+{
+    rr_rig_t rig;
+    recap_signature_h sig = rr_dropout_sig();
+    size_t n = 1 + tu_rand_below(3000);
+    recap_tracker_params_t dp = {.device = RECAP_DEVICE_HOST};
+    recap_tracker_h dflt, again;
+    recap_checkpoint_h ck;
+    recap_buffer_t x, y, y2;
+    recap_region_h r;
+    recap_value_t v[6];
+    float *fwd;
+
+    rr_rig_init(&rig, _i ? RECAP_TRACKER_GRAPH_SAFE : 0, 1 + (int64_t)tu_rand_below(1u << 30));
+    x = rr_fbuf(&rig, n, 1, 1);
+    y = rr_fbuf(&rig, n, 1, 0);
+    y2 = rr_fbuf(&rig, n, 1, 0);
+    rr_dropout_args(v, x, y, n, 0.5f, 0.25f, rig.tracker);
+    ck_assert_ok(recap_region_create(&rig.params, &r));
+    ck_assert_ok(recap_region_record(r, sig, (recap_func_t)rr_dropout_fn, v, 6));
+    rr_dropout_args(v, x, y2, n, 0.5f, 0.25f, rig.tracker);
+    ck_assert_ok(recap_checkpoint_run(&rig.params, sig, (recap_func_t)rr_dropout_fn, v, 6, &ck));
+    fwd = rr_copy(y, n);
+    ck_assert_ok(recap_region_release(r, NULL));
+    ck_assert_status(recap_tracker_destroy(rig.tracker), RECAP_ERR_STATE);
+    ck_assert_msg(strstr(recap_last_error(), "2 recompute region(s)") != NULL, "%s",
+                  recap_last_error());
+    ck_assert_ok(recap_region_rebuild(r)); /* the tracker is intact */
+    ck_assert_mem_eq(rr_data(y), fwd, n * sizeof(float));
+    ck_assert_ok(recap_region_destroy(r));
+    ck_assert_status(recap_tracker_destroy(rig.tracker), RECAP_ERR_STATE);
+    ck_assert_ok(recap_checkpoint_destroy(ck));
+    /* the default tracker: force_reset refuses while a region holds it, and keeps it */
+    ck_assert_ok(recap_default_tracker_initialize(&dp, 0, &dflt));
+    rig.params.tracker = dflt;
+    ck_assert_ok(recap_region_create(&rig.params, &r));
+    ck_assert_status(recap_default_tracker_initialize(&dp, 1, &again), RECAP_ERR_STATE);
+    ck_assert_ok(recap_default_tracker_get(&again));
+    ck_assert_ptr_eq(again, dflt);
+    ck_assert_ok(recap_region_destroy(r));
+    ck_assert_ok(recap_default_tracker_initialize(&dp, 1, &again));
+    free(fwd);
+    ck_assert_ok(recap_signature_destroy(sig));
+    ck_assert_ok(recap_plain_buffer_destroy(x));
+    ck_assert_ok(recap_plain_buffer_destroy(y));
+    ck_assert_ok(recap_plain_buffer_destroy(y2));
+    rr_rig_free(&rig);
+}
+END_TEST
+
 /* in-out: x is input 0 and also handed back as output 1 (unchanged); z = 2x + 1 is output 2. */
 static int alias_runs;
 static void alias_fn(const float *x, float *x_again, float *z, uint64_t n)
@@ -954,6 +1006,7 @@ int main(void)
     tcase_add_test(tc, a_region_without_gradient_is_a_plain_call);
     tcase_add_loop_test(tc, rebuild_redraws_the_forward_dropout_bit_for_bit, 0, 2);
     tcase_add_loop_test(tc, rebuild_runs_in_the_fork_the_first_run_ran_in, 0, 4);
+    tcase_add_loop_test(tc, a_tracker_in_use_by_regions_is_not_destroyed, 0, 2);
     tcase_add_test(tc, retained_inputs_keep_outputs_that_alias_them);
     tcase_add_test(tc, without_retain_an_aliasing_output_is_released_with_its_input);
     tcase_add_test(tc, a_failing_host_operation_leaves_the_region_released_for_a_retry);

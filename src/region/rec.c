@@ -8,7 +8,9 @@
 #include <string.h>
 
 #include "base/error.h"
+#include "base/handle.h"
 #include "region/region.h"
+#include "tracker/tracker.h"
 
 #define HAS(op) (p->ops->op != NULL)
 
@@ -38,6 +40,8 @@ recap_status_t recap__rec_init(recap__rec_t *r, const recap_region_params_t *p, 
     recap_status_t st;
 
     RECAP_CHECK_ARG(p != NULL && p->ops != NULL, "params or params->ops is NULL");
+    RECAP_CHECK_ARG(p->tracker == NULL || recap__handle_live(p->tracker, RECAP_MAGIC_TRACKER),
+                    "params.tracker %p is not a live tracker", (void *)p->tracker);
     st = check_ops(p, need);
     if (st == RECAP_OK)
         st = recap__engine_check(p->ops, p->host);
@@ -47,6 +51,8 @@ recap_status_t recap__rec_init(recap__rec_t *r, const recap_region_params_t *p, 
     r->ops = p->ops;
     r->engine = p->host;
     r->tracker = p->tracker;
+    if (r->tracker != NULL)
+        recap__tracker_use(r->tracker, 1);
     r->flags = p->flags;
     return RECAP_OK;
 }
@@ -166,4 +172,7 @@ void recap__rec_fini(recap__rec_t *r)
     if (r->fwd != NULL)
         recap__snap_put(r->fwd);
     r->fwd = NULL;
+    if (r->tracker != NULL)
+        recap__tracker_use(r->tracker, -1);
+    r->tracker = NULL;
 }

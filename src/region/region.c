@@ -65,6 +65,7 @@ recap_status_t recap_region_create(const recap_region_params_t *params, recap_re
         st = recap__manager_add(params->manager, r);
     if (st != RECAP_OK) {
         recap__handle_unregister(r, RECAP_MAGIC_REGION);
+        recap__rec_fini(&r->rec); /* (a zeroed rec, when its init failed, holds nothing) */
         free(r);
         return st;
     }

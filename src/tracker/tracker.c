@@ -2,6 +2,7 @@
 /* Tracker lifecycle, adding named states and simple accessors. */
 #include "config.h"
 
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -182,6 +183,13 @@ recap_status_t recap__tracker_destroy(recap_tracker_h tracker)
         return recap__fail(RECAP_ERR_STATE, "tracker destroyed with %zu fork(s) open: its "
                            "generator would keep a named state; unfork first", depth);
     }
+    if (tracker->users > 0) {
+        size_t users = tracker->users;
+        recap__unlock(&tracker->lock);
+        return recap__fail(RECAP_ERR_STATE, "tracker destroyed while %zu recompute region(s) "
+                           "or checkpoint(s) use it (they restore its states when they rebuild): "
+                           "destroy them first", users);
+    }
     recap__unlock(&tracker->lock);
     RECAP_CHECK_ARG(recap__handle_unregister(tracker, RECAP_MAGIC_TRACKER),
                     "tracker %p destroyed twice at once", (void *)tracker);
@@ -199,6 +207,13 @@ recap_status_t recap__tracker_destroy(recap_tracker_h tracker)
     free(tracker->frames);
     free(tracker);
     return RECAP_OK;
+}
+
+void recap__tracker_use(recap_tracker_h tracker, int d)
+{
+    recap__lock(&tracker->lock);
+    tracker->users += (size_t)(ptrdiff_t)d;
+    recap__unlock(&tracker->lock);
 }
 
 static void forget_seeds(recap_tracker_h t, void *arg)

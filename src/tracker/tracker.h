@@ -70,6 +70,7 @@ struct recap_tracker {
     size_t depth, frames_cap;
     int current; /* slot of the installed state, -1: the default state */
     recap_fork_token_t next_token;
+    size_t users; /* regions and checkpoints that restore its snapshots (destroy waits for 0) */
 
     /* Every live tracker, for exact-capture scopes (scope.c). */
     struct recap_tracker *reg_prev, *reg_next;
@@ -171,6 +172,9 @@ recap_status_t recap__tracker_replace(recap_tracker_h t, const recap__entry_t *e
 
 /* recap_tracker_destroy without the default tracker's check (default.c replaces it). */
 recap_status_t recap__tracker_destroy(recap_tracker_h tracker);
+/* A region or checkpoint takes (+1) and gives back (-1) a use of the tracker it restores:
+ * destroying a tracker in use is RECAP_ERR_STATE, not a dangling pointer in the region. */
+void recap__tracker_use(recap_tracker_h tracker, int d);
 /* Whether t is the process's default tracker. */
 int recap__tracker_is_default(recap_tracker_h t);
 

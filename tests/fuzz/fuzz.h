@@ -69,7 +69,8 @@ typedef struct {
     int gen, host_gen; /* slots of the generators given at creation, or -1 */
     recap_fork_token_t forks[NFORKS];
     int nforks;
-    int regions; /* regions and checkpoints using it (ops_region.c): it must outlive them */
+    int regions; /* regions and checkpoints made with it (ops_region.c): recap refuses its destroy */
+    int args;    /* ... and those whose function draws from it: it must outlive them */
 } trk_slot_t;
 
 typedef struct {

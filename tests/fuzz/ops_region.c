@@ -310,6 +310,12 @@ static void use_tracker(int t, int d)
         w.trk[t].regions += d;
 }
 
+static void use_arg(int t, int d)
+{
+    if (t >= 0)
+        w.trk[t].args += d;
+}
+
 /* Checks each region the last call rebuilt, once. */
 void fz_regions_check(void)
 {
@@ -331,7 +337,7 @@ void fz_regions_check(void)
 static void region_forget(int i)
 {
     use_tracker(rw.reg[i].trk, -1);
-    use_tracker(rw.reg[i].arg_trk, -1);
+    use_arg(rw.reg[i].arg_trk, -1);
     memset(&rw.reg[i], 0, sizeof(rw.reg[i]));
     rw.managed[i] = 0;
 }
@@ -411,8 +417,8 @@ static void region_record(input_t *in, int i)
         memcpy(logs[i], keep, sizeof(keep));
         return;
     }
-    use_tracker(at, 1);
-    use_tracker(rw.reg[i].arg_trk, -1);
+    use_arg(at, 1);
+    use_arg(rw.reg[i].arg_trk, -1);
     rw.reg[i].arg_trk = at;
     REQUIRE(logs[i][0].ran == 1);
     REQUIRE(CALL(recap_region_return_value(rw.reg[i].h, &ret)) == RECAP_OK);
@@ -566,7 +572,7 @@ static void ckpt_run(input_t *in, int c)
     for (rw.ck[c].yslot = 0; rw.buf[rw.ck[c].yslot].h != v[1].buf; rw.ck[c].yslot++)
         ;
     use_tracker(rw.ck[c].trk, 1);
-    use_tracker(at, 1);
+    use_arg(at, 1);
     rw.managed[id] = at >= 0 && at == rw.ck[c].trk;
     REQUIRE(CALL(recap_checkpoint_return_value(h, &ret)) == RECAP_OK);
     REQUIRE(ret.u64 == (logs[id][0].out ^ logs[id][0].draw));
@@ -612,7 +618,7 @@ void op_checkpoint(input_t *in)
     default:
         REQUIRE(CALL(recap_checkpoint_destroy(rw.ck[c].h)) == RECAP_OK);
         use_tracker(rw.ck[c].trk, -1);
-        use_tracker(rw.ck[c].arg_trk, -1);
+        use_arg(rw.ck[c].arg_trk, -1);
         memset(&rw.ck[c], 0, sizeof(rw.ck[c]));
         break;
     }
@@ -631,7 +637,7 @@ void fz_regions_teardown(void)
         if (rw.ck[i].h != NULL) {
             REQUIRE(CALL(recap_checkpoint_destroy(rw.ck[i].h)) == RECAP_OK);
             use_tracker(rw.ck[i].trk, -1);
-            use_tracker(rw.ck[i].arg_trk, -1);
+            use_arg(rw.ck[i].arg_trk, -1);
         }
     for (i = 0; i < NREG; i++)
         if (rw.reg[i].h != NULL) {
@@ -655,6 +661,6 @@ void fz_regions_teardown(void)
     if (rw.sig != NULL)
         REQUIRE(CALL(recap_signature_destroy(rw.sig)) == RECAP_OK);
     for (i = 0; i < DEFAULT_SLOT; i++)
-        REQUIRE(w.trk[i].regions == 0);
+        REQUIRE(w.trk[i].regions == 0 && w.trk[i].args == 0);
     memset(&rw, 0, sizeof(rw));
 }

@@ -58,11 +58,11 @@ void op_tracker_destroy(input_t *in)
     int slot = pick(in, DEFAULT_SLOT);
     recap_status_t st;
 
-    if (w.trk[slot].h == NULL || w.trk[slot].regions > 0) /* its regions still use it */
+    if (w.trk[slot].h == NULL || w.trk[slot].args > 0) /* functions draw from it */
         return;
     st = CALL(recap_tracker_destroy(w.trk[slot].h));
-    /* Refused exactly while forks are open. */
-    REQUIRE((st == RECAP_OK) == (w.trk[slot].nforks == 0));
+    /* Refused exactly while forks are open or regions use it. */
+    REQUIRE((st == RECAP_OK) == (w.trk[slot].nforks == 0 && w.trk[slot].regions == 0));
     if (st == RECAP_OK)
         trk_forget(slot);
 }
