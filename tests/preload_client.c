@@ -197,6 +197,58 @@ int main(void)
             EXPECT(nheard > 2 && heard[1].graph == (void *)graph && heard[2].exec == (void *)exec,
                    "events carry the graph and exec");
         }
+        /* An exec updated to a graph that draws more, through the driver's four-argument
+         * cuGraphExecUpdate (CUDA < 12 headers), then back through the current one: each launch
+         * equals the eager run of the graph it holds now. */
+        {
+            typedef CUresult (*upd1_fn)(CUgraphExec, CUgraph, CUgraphNode *,
+                                        CUgraphExecUpdateResult *);
+            typedef CUresult (*upd2_fn)(CUgraphExec, CUgraph, CUgraphExecUpdateResultInfo *);
+            upd1_fn upd1 = (upd1_fn)lookup(gpa, "cuGraphExecUpdate", 11000, 0);
+            upd2_fn upd2 = (upd2_fn)lookup(gpa, "cuGraphExecUpdate", 12000, 0);
+            const size_t big = 300000; /* two Philox blocks per thread, n one */
+            const size_t sizes[3] = {n, big, n};
+            CUgraph g1 = NULL, g2 = NULL;
+            CUgraphNode err = NULL;
+            CUgraphExecUpdateResult res = CU_GRAPH_EXEC_UPDATE_ERROR;
+            CUgraphExecUpdateResultInfo info;
+            uint32_t *hx = malloc(big * 4), *hy = malloc(big * 4);
+            void *x, *y;
+
+            EXPECT(upd1 && upd2 && (void *)upd1 != (void *)upd2 && strcmp(owner((void *)upd1), want) == 0 &&
+                   strcmp(owner((void *)upd2), want) == 0, "cuGraphExecUpdate v1/v2 from %s/%s",
+                   owner((void *)upd1), owner((void *)upd2));
+            if (!upd1 || !upd2 || hx == NULL || hy == NULL)
+                return 1;
+            p_recap_device_alloc(0, big * 4, &x);
+            p_recap_device_alloc(0, big * 4, &y);
+            begin((CUstream)s, CU_STREAM_CAPTURE_MODE_GLOBAL);
+            EXPECT(p_recap_generator_fill_u32(g, s, x, n) == RECAP_OK, "capture of g1");
+            end((CUstream)s, &g1);
+            begin((CUstream)s, CU_STREAM_CAPTURE_MODE_GLOBAL);
+            EXPECT(p_recap_generator_fill_u32(g, s, x, big) == RECAP_OK, "capture of g2");
+            end((CUstream)s, &g2);
+            if (g1 == NULL || g2 == NULL || inst(&exec, g1, 0) != CUDA_SUCCESS)
+                return 1;
+            for (k = 0; k < 3; k++) {
+                if (k == 1)
+                    EXPECT(upd1(exec, g2, &err, &res) == CUDA_SUCCESS &&
+                           res == CU_GRAPH_EXEC_UPDATE_SUCCESS, "legacy update to g2");
+                if (k == 2)
+                    EXPECT(upd2(exec, g1, &info) == CUDA_SUCCESS, "update back to g1");
+                EXPECT(glaunch(exec, (CUstream)s) == CUDA_SUCCESS, "launch after update %d", k);
+                p_recap_generator_fill_u32(twin, s, y, sizes[k]);
+                p_recap_stream_synchronize(s);
+                p_recap_memcpy_to_host(0, hx, x, sizes[k] * 4);
+                p_recap_memcpy_to_host(0, hy, y, sizes[k] * 4);
+                EXPECT(memcmp(hx, hy, sizes[k] * 4) == 0, "launch %d after update differs from "
+                       "the eager run", k);
+            }
+            EXPECT(edestroy(exec) == CUDA_SUCCESS && gdestroy(g1) == CUDA_SUCCESS &&
+                   gdestroy(g2) == CUDA_SUCCESS, "destroys after update");
+            free(hx);
+            free(hy);
+        }
         free(ha);
         free(hb);
         free(prev);

@@ -104,6 +104,19 @@ void *recap__ptrmap_del(recap__ptrmap_t *m, const void *key)
     return old;
 }
 
+void recap__ptrmap_drop_if(recap__ptrmap_t *m, int (*drop)(void *val, void *arg), void *arg)
+{
+    size_t i;
+
+    for (i = 0; i < m->cap; i++) {
+        if (m->keys[i] == NULL || m->keys[i] == TOMBSTONE || !drop(m->vals[i], arg))
+            continue;
+        m->keys[i] = TOMBSTONE;
+        m->vals[i] = NULL;
+        m->live--;
+    }
+}
+
 void recap__ptrmap_free(recap__ptrmap_t *m)
 {
     free(m->keys);

@@ -19,6 +19,8 @@ void *recap__ptrmap_get(const recap__ptrmap_t *m, const void *key);
 void *recap__ptrmap_put(recap__ptrmap_t *m, void *key, void *val, int *failed);
 /* Removes and returns the value (NULL if absent). */
 void *recap__ptrmap_del(recap__ptrmap_t *m, const void *key);
+/* Removes every entry whose value `drop` says yes to (drop frees what it drops). */
+void recap__ptrmap_drop_if(recap__ptrmap_t *m, int (*drop)(void *val, void *arg), void *arg);
 void recap__ptrmap_free(recap__ptrmap_t *m);
 
 #endif

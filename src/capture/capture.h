@@ -89,6 +89,8 @@ recap__genstate_t *recap__slots_state_of(uint64_t slot);
  * reason, for a composition recap cannot make exact. */
 recap_status_t recap__compose_instantiated(CUgraph graph, CUgraphExec exec, int *walked_p);
 void recap__compose_exec_forget(CUgraphExec exec);
+/* A destroyed graph's conditional nodes: their recorded bodies go. */
+void recap__compose_graph_forget(CUgraph graph);
 /* Orders a launch on `stream` after gs's last launch on another stream; records gs's event after
  * a launch; releases gs's event. */
 recap_status_t recap__compose_order(recap__genstate_t *gs, CUstream stream);

@@ -111,6 +111,7 @@ static void draws_free(draws_t *ds)
 /* Conditional node -> its body graphs, as the hooks (or the host) reported them: the driver has
  * no call that gives a conditional node's bodies back. */
 typedef struct {
+    CUgraph owner; /* the graph holding the node: its destroy drops the record */
     size_t n;
     CUgraph body[];
 } bodies_t;
@@ -135,6 +136,7 @@ recap_status_t recap_graph_conditional_added(recap_graph_t graph, recap_graph_no
     b = malloc(sizeof(*b) + nbodies * sizeof(CUgraph));
     if (b == NULL)
         return recap__fail(RECAP_ERR_NO_MEMORY, "conditional node record");
+    b->owner = (CUgraph)graph;
     b->n = nbodies;
     memcpy(b->body, bodies, nbodies * sizeof(CUgraph));
     pthread_mutex_lock(&compose_lock);
@@ -147,6 +149,24 @@ recap_status_t recap_graph_conditional_added(recap_graph_t graph, recap_graph_no
     return RECAP_OK;
 }
 RECAP__SINCE(recap_graph_conditional_added, "RECAP_1.5");
+
+static int owned_by(void *val, void *graph)
+{
+    bodies_t *b = val;
+
+    if (b->owner != (CUgraph)graph)
+        return 0;
+    free(b);
+    return 1;
+}
+
+void recap__compose_graph_forget(CUgraph graph)
+{
+    pthread_mutex_lock(&compose_lock);
+    if (conditionals.live > 0)
+        recap__ptrmap_drop_if(&conditionals, owned_by, graph);
+    pthread_mutex_unlock(&compose_lock);
+}
 
 /* A copy of the bodies of conditional node `node` (NULL when unknown); the caller frees it. */
 static bodies_t *bodies_of(CUgraphNode node)

@@ -236,6 +236,8 @@ void recap__graph_forget(const void *handle, int exec)
     map_drop(exec ? &execs : &graphs, handle);
     if (exec)
         recap__compose_exec_forget((CUgraphExec)handle);
+    else
+        recap__compose_graph_forget((CUgraph)handle);
 }
 
 recap_status_t recap_graph_destroyed(recap_graph_t graph)
@@ -245,6 +247,7 @@ recap_status_t recap_graph_destroyed(recap_graph_t graph)
     if (st != RECAP_OK)
         return st;
     map_drop(&graphs, graph);
+    recap__compose_graph_forget((CUgraph)graph);
     recap__events_emit(RECAP_EVENT_GRAPH_DESTROYED, NULL, RECAP_CAPTURE_GLOBAL, graph, NULL);
     return RECAP_OK;
 }

@@ -456,6 +456,20 @@ RECAP_API CUresult cuGraphExecUpdate_v2(CUgraphExec exec, CUgraph graph, CUgraph
     return rc;
 }
 
+/* The driver's four-argument form (CUDA 10.2 to 12.x headers), still exported. */
+RECAP_API CUresult cuGraphExecUpdate(CUgraphExec exec, CUgraph graph, CUgraphNode *error_node,
+                                     CUgraphExecUpdateResult *result)
+{
+    CUgraphExecUpdateResultInfo info;
+    CUresult rc = cuGraphExecUpdate_v2(exec, graph, &info);
+
+    if (error_node != NULL)
+        *error_node = info.errorNode;
+    if (result != NULL)
+        *result = info.result;
+    return rc;
+}
+
 RECAP_API CUresult cuGraphExecChildGraphNodeSetParams(CUgraphExec exec, CUgraphNode node, CUgraph child)
 {
     double_exec_t *e = (double_exec_t *)exec;

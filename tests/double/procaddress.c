@@ -54,6 +54,8 @@ static const entry_t table[] = {
     E("cuGraphClone", 10000, cuGraphClone, NULL),
     E("cuGraphDestroy", 10000, cuGraphDestroy, NULL),
     E("cuGraphExecDestroy", 10000, cuGraphExecDestroy, NULL),
+    E("cuGraphExecUpdate", 10020, cuGraphExecUpdate, NULL),
+    E("cuGraphExecUpdate", 12000, cuGraphExecUpdate_v2, NULL),
     E("cuGetProcAddress", 11030, cuGetProcAddress, NULL),
     E("cuGetProcAddress", 12000, cuGetProcAddress_v2, NULL),
 };
