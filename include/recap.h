@@ -276,7 +276,10 @@ RECAP_API recap_status_t recap_framework_generators(recap_framework_info_t *info
  *  - refused (RECAP_ERR_UNSUPPORTED from recap_graph_instantiated / recap_graph_exec_updated /
  *    recap_graph_exec_child_updated, a "recap:" warning through the hooks, whose CUDA call goes
  *    on): two parts of a graph drawing from one generator with no order between them (they
- *    would read the same offsets); recap's kernel nodes copied without their advance node; a
+ *    would read the same offsets), including two captures appended to one graph
+ *    (cudaStreamBeginCaptureToGraph) that draw from one generator, whose kernels recap cannot
+ *    tell apart (capture the second into its own graph and add it as a child graph node after
+ *    the first); recap's kernel nodes copied without their advance node; a
  *    conditional node (IF/WHILE/SWITCH) whose body draws (offsets are reserved on the host at
  *    launch, and the host cannot know how often a body runs, so K launches could not equal K
  *    eager runs); an exec instantiated with cudaGraphInstantiateFlagDeviceLaunch that draws
