@@ -535,8 +535,9 @@ static int walk(walk_t *w, CUgraph g, int depth, draws_t *out, plan_t *plan)
     nodes = calloc(count + 1, sizeof(*nodes));
     types = calloc(count + 1, sizeof(*types));
     units = calloc(count + 1, sizeof(*units));
+    /* (an empty graph: the real driver refuses arrays with a count of 0) */
     if (nodes == NULL || types == NULL || units == NULL ||
-        w->drv->cuGraphGetNodes(g, nodes, &count) != CUDA_SUCCESS)
+        (count > 0 && w->drv->cuGraphGetNodes(g, nodes, &count) != CUDA_SUCCESS))
         w->failed = 1;
     for (i = 0; i < count && !w->failed; i++) {
         if (w->drv->cuGraphNodeGetType(nodes[i], &types[i]) != CUDA_SUCCESS) {

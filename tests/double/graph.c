@@ -71,7 +71,8 @@ RECAP_API CUresult cuGraphGetNodes(CUgraph graph, CUgraphNode *nodes, size_t *co
     CUresult rc = CUDA_SUCCESS;
 
     NEED_INIT();
-    if (count == NULL)
+    /* as the H200's driver (580) does: an array with a count of 0 is refused */
+    if (count == NULL || (nodes != NULL && *count == 0))
         return CUDA_ERROR_INVALID_VALUE;
     pthread_mutex_lock(&lock);
     if (!graph_live_locked(graph)) {
