@@ -48,16 +48,29 @@ extern _Thread_local int recap__lock_depth;
 void recap__lock_wait_gate(void);
 void recap__lock_atfork(recap__atfork_t when);
 
-static inline void recap__lock(recap__lock_t *l)
+/* A critical section around several locks taken one after another (a launch's generators):
+ * the shared counter moves once for all of them instead of once per lock. */
+static inline void recap__lock_section_enter(void)
 {
-    unsigned tag = __atomic_load_n(&recap__lock_tag, __ATOMIC_RELAXED), seen = 0;
-    int spins = 0;
-
     if (recap__lock_depth++ == 0) {
         __atomic_add_fetch(&recap__lock_inside, 1, __ATOMIC_SEQ_CST);
         if (__atomic_load_n(&recap__lock_gate, __ATOMIC_SEQ_CST))
             recap__lock_wait_gate();
     }
+}
+
+static inline void recap__lock_section_leave(void)
+{
+    if (--recap__lock_depth == 0)
+        __atomic_sub_fetch(&recap__lock_inside, 1, __ATOMIC_RELEASE);
+}
+
+static inline void recap__lock(recap__lock_t *l)
+{
+    unsigned tag = __atomic_load_n(&recap__lock_tag, __ATOMIC_RELAXED), seen = 0;
+    int spins = 0;
+
+    recap__lock_section_enter();
     while (!__atomic_compare_exchange_n(&l->locked, &seen, tag, 0, __ATOMIC_ACQUIRE,
                                         __ATOMIC_RELAXED)) {
         if (seen != tag) /* left by a thread of the parent process: not coming back */
@@ -73,8 +86,7 @@ static inline void recap__lock(recap__lock_t *l)
 static inline void recap__unlock(recap__lock_t *l)
 {
     __atomic_store_n(&l->locked, 0, __ATOMIC_RELEASE);
-    if (--recap__lock_depth == 0)
-        __atomic_sub_fetch(&recap__lock_inside, 1, __ATOMIC_RELEASE);
+    recap__lock_section_leave();
 }
 
 #endif

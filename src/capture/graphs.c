@@ -294,6 +294,7 @@ static recap_status_t advance(recap__rng_record_t *r, recap_graph_exec_t exec, C
     size_t i;
 
     p.count = 0;
+    recap__lock_section_enter(); /* one section for every state's slot lock */
     for (i = 0; i < r->n; i++) {
         recap__genstate_t *gs = r->e[i].gs;
         uint64_t seed, base;
@@ -336,6 +337,7 @@ static recap_status_t advance(recap__rng_record_t *r, recap_graph_exec_t exec, C
             p.count = 0;
         }
     }
+    recap__lock_section_leave();
     if (st != RECAP_OK) /* the slots' contents are unknown now: rewrite them next time */
         recap_graph_launch_failed(exec);
     return st;
