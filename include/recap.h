@@ -136,9 +136,10 @@ RECAP_API recap_status_t recap_generator_set_state(recap_generator_h gen,
  * the stream captures but recap was not told of the capture or the generator was not primed;
  * RECAP_ERR_WRONG_DEVICE for a stream of another device than the generator's. An eager reserve
  * (a stream not capturing) while another stream captures draws at the generator's eager offset,
- * which no launch of that graph draws; but once the generator's value was set inside that
- * running capture, the value is the capture's and an eager draw could not follow it:
- * RECAP_ERR_STATE until the capture ends. */
+ * which no launch of that graph draws; but once the generator drew or was set inside that
+ * running capture, its value is the capture's (see get_state) and an eager draw could not draw
+ * from it: RECAP_ERR_STATE until the capture ends (draw on the capturing stream, or from
+ * another generator). */
 RECAP_API recap_status_t recap_generator_reserve(recap_generator_h gen, recap_stream_t stream,
                                                  uint64_t n, recap_philox_args_t *args_p);
 
