@@ -65,12 +65,12 @@ static inline void recap__lock_section_leave(void)
         __atomic_sub_fetch(&recap__lock_inside, 1, __ATOMIC_RELEASE);
 }
 
-static inline void recap__lock(recap__lock_t *l)
+/* The lock alone, for code already inside a section (recap__lock_section_enter). */
+static inline void recap__lock_in_section(recap__lock_t *l)
 {
     unsigned tag = __atomic_load_n(&recap__lock_tag, __ATOMIC_RELAXED), seen = 0;
     int spins = 0;
 
-    recap__lock_section_enter();
     while (!__atomic_compare_exchange_n(&l->locked, &seen, tag, 0, __ATOMIC_ACQUIRE,
                                         __ATOMIC_RELAXED)) {
         if (seen != tag) /* left by a thread of the parent process: not coming back */
@@ -83,9 +83,20 @@ static inline void recap__lock(recap__lock_t *l)
     }
 }
 
-static inline void recap__unlock(recap__lock_t *l)
+static inline void recap__unlock_in_section(recap__lock_t *l)
 {
     __atomic_store_n(&l->locked, 0, __ATOMIC_RELEASE);
+}
+
+static inline void recap__lock(recap__lock_t *l)
+{
+    recap__lock_section_enter();
+    recap__lock_in_section(l);
+}
+
+static inline void recap__unlock(recap__lock_t *l)
+{
+    recap__unlock_in_section(l);
     recap__lock_section_leave();
 }
 

@@ -317,7 +317,7 @@ static recap_status_t advance(recap__rng_record_t *r, recap_graph_exec_t exec, C
             __atomic_store_n(&gs->event_valid, 0, __ATOMIC_RELAXED);
             recap__launch_needs_events = 1;
         }
-        recap__lock(&gs->slot_lock);
+        recap__lock_in_section(&gs->slot_lock);
         seed = __atomic_load_n(&gs->seed, __ATOMIC_RELAXED);
         base = __atomic_fetch_add(&gs->offset, r->e[i].inc, __ATOMIC_RELAXED);
         if (!gs->slot_valid || gs->slot_seed != seed || gs->slot_offset != base) {
@@ -329,7 +329,7 @@ static recap_status_t advance(recap__rng_record_t *r, recap_graph_exec_t exec, C
         gs->slot_seed = seed;
         gs->slot_offset = base + r->e[i].inc; /* after the graph's own advance node */
         gs->slot_valid = 1;
-        recap__unlock(&gs->slot_lock);
+        recap__unlock_in_section(&gs->slot_lock);
         if (p.count == RECAP_SLOTS_PER_LAUNCH || (i + 1 == r->n && p.count > 0)) {
             recap_status_t wst = write_slots(r->device, stream, &p);
             if (wst != RECAP_OK)
