@@ -51,6 +51,22 @@ template <typename F> static double per_launch_us(F launch, cudaStream_t s)
     return t[t.size() / 2];
 }
 
+// One table row: the anchor exec `pe` and recap's exec `re`, each launched on s.
+static void print_row(int G, cudaGraphExec_t pe, recap_graph_exec_t re, cudaStream_t s)
+{
+    double plain = per_launch_us([&] { CK(cudaGraphLaunch(pe, s)); }, s);
+    recap_capture_stats_t a, b;
+    CR(recap_graph_launch(re, s)); // first launch writes the slots
+    CR(recap_capture_stats(&a));
+    double withrng = per_launch_us([&] { CR(recap_graph_launch(re, s)); }, s);
+    CR(recap_capture_stats(&b));
+    // The bookkeeping alone, without the driver's launch (offsets move on; nothing runs).
+    double hook = per_launch_us([&] { CR(recap_graph_will_launch(re, s)); }, s);
+    printf("| %d | %.3f | %.3f | %+.3f | %.3f | %llu of %llu |\n", G, plain, withrng,
+           withrng - plain, hook, (unsigned long long)(b.slot_writes - a.slot_writes),
+           (unsigned long long)(b.launches - a.launches));
+}
+
 int main()
 {
     cudaStream_t s;
@@ -86,17 +102,7 @@ int main()
         CR(recap_stream_end_capture(s, &rg));
         CR(recap_graph_instantiate(rg, &re));
 
-        double plain = per_launch_us([&] { CK(cudaGraphLaunch(pe, s)); }, s);
-        recap_capture_stats_t a, b;
-        CR(recap_graph_launch(re, s)); // first launch writes the slots
-        CR(recap_capture_stats(&a));
-        double withrng = per_launch_us([&] { CR(recap_graph_launch(re, s)); }, s);
-        CR(recap_capture_stats(&b));
-        // The bookkeeping alone, without the driver's launch (offsets move on; nothing runs).
-        double hook = per_launch_us([&] { CR(recap_graph_will_launch(re, s)); }, s);
-        printf("| %d | %.3f | %.3f | %+.3f | %.3f | %llu of %llu |\n", G, plain, withrng,
-               withrng - plain, hook, (unsigned long long)(b.slot_writes - a.slot_writes),
-               (unsigned long long)(b.launches - a.launches));
+        print_row(G, pe, re, s);
         CR(recap_graph_exec_destroy(re));
         CR(recap_graph_destroy(rg));
         for (auto g : gens)
@@ -138,16 +144,7 @@ int main()
         CK(cudaGraphInstantiate(&pe, pp, 0));
         CR(recap_graph_instantiate(rp, &re)); // recap walks the children: the exec draws G states
 
-        double plain = per_launch_us([&] { CK(cudaGraphLaunch(pe, s)); }, s);
-        recap_capture_stats_t a, b;
-        CR(recap_graph_launch(re, s));
-        CR(recap_capture_stats(&a));
-        double withrng = per_launch_us([&] { CR(recap_graph_launch(re, s)); }, s);
-        CR(recap_capture_stats(&b));
-        double hook = per_launch_us([&] { CR(recap_graph_will_launch(re, s)); }, s);
-        printf("| %d | %.3f | %.3f | %+.3f | %.3f | %llu of %llu |\n", G, plain, withrng,
-               withrng - plain, hook, (unsigned long long)(b.slot_writes - a.slot_writes),
-               (unsigned long long)(b.launches - a.launches));
+        print_row(G, pe, re, s);
         CR(recap_graph_exec_destroy(re));
         CK(cudaGraphExecDestroy(pe));
         CK(cudaGraphDestroy(pp));

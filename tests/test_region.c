@@ -499,6 +499,17 @@ END_TEST
 
 /* A dropout layer: the rebuild redraws the forward's mask, and the RNG goes on from where it
  * was before the rebuild. */
+/* The end of a dropout-region test: what it made besides its regions and snapshots. */
+static void dropout_done(rr_rig_t *rig, recap_signature_h sig, float *fwd, recap_buffer_t x,
+                         recap_buffer_t y)
+{
+    free(fwd);
+    ck_assert_ok(recap_signature_destroy(sig));
+    ck_assert_ok(recap_plain_buffer_destroy(x));
+    ck_assert_ok(recap_plain_buffer_destroy(y));
+    rr_rig_free(rig);
+}
+
 START_TEST(rebuild_redraws_the_forward_dropout_bit_for_bit)
 {
     rr_rig_t rig;
@@ -529,13 +540,9 @@ START_TEST(rebuild_redraws_the_forward_dropout_bit_for_bit)
     ck_assert_ok(recap_snapshot_restore(rig.tracker, mid));
     rr_draw_all(&rig, expect, 8);
     ck_assert_mem_eq(got, expect, sizeof(got));
-    free(fwd);
     ck_assert_ok(recap_snapshot_destroy(mid));
     ck_assert_ok(recap_region_destroy(r));
-    ck_assert_ok(recap_signature_destroy(sig));
-    ck_assert_ok(recap_plain_buffer_destroy(x));
-    ck_assert_ok(recap_plain_buffer_destroy(y));
-    rr_rig_free(&rig);
+    dropout_done(&rig, sig, fwd, x, y);
 }
 END_TEST
 
@@ -598,13 +605,9 @@ START_TEST(rebuild_runs_in_the_fork_the_first_run_ran_in)
         ck_assert_ok(recap_tracker_unfork(rig.tracker, tok));
     rr_draw_all(&rig, expect + RR_DRAW_WORDS(4), 4);
     ck_assert_mem_eq(got, expect, sizeof(got));
-    free(fwd);
     ck_assert_ok(recap_snapshot_destroy(mid));
     ck_assert_ok(recap_region_destroy(r));
-    ck_assert_ok(recap_signature_destroy(sig));
-    ck_assert_ok(recap_plain_buffer_destroy(x));
-    ck_assert_ok(recap_plain_buffer_destroy(y));
-    rr_rig_free(&rig);
+    dropout_done(&rig, sig, fwd, x, y);
 }
 END_TEST
 
@@ -651,12 +654,8 @@ START_TEST(a_tracker_in_use_by_regions_is_not_destroyed)
     ck_assert_ptr_eq(again, dflt);
     ck_assert_ok(recap_region_destroy(r));
     ck_assert_ok(recap_default_tracker_initialize(&dp, 1, &again));
-    free(fwd);
-    ck_assert_ok(recap_signature_destroy(sig));
-    ck_assert_ok(recap_plain_buffer_destroy(x));
-    ck_assert_ok(recap_plain_buffer_destroy(y));
     ck_assert_ok(recap_plain_buffer_destroy(y2));
-    rr_rig_free(&rig);
+    dropout_done(&rig, sig, fwd, x, y);
 }
 END_TEST
 
