@@ -197,6 +197,16 @@ static void launch_k(rig_t *r, recap_graph_exec_t e, size_t n, int runs, const c
     expect_same_state(r);
 }
 
+/* Instantiates graph g through recap, checks its launches against eager runs, destroys it. */
+static void exact_k(rig_t *r, CUgraph g, int runs, const char *what)
+{
+    recap_graph_exec_t e;
+
+    ck_assert_ok(recap_graph_instantiate(g, &e));
+    launch_k(r, e, r->n, runs, what);
+    ck_assert_ok(recap_graph_exec_destroy(e));
+}
+
 START_TEST(child_graph_node_launches_equal_eager_runs)
 {
     recap_capture_stats_t before, after;
@@ -225,7 +235,6 @@ END_TEST
 
 START_TEST(child_in_child_and_child_twice_in_order)
 {
-    recap_graph_exec_t e;
     CUgraph c, mid, p;
     CUgraphNode a;
     rig_t r;
@@ -237,9 +246,7 @@ START_TEST(child_in_child_and_child_twice_in_order)
     CU_OK(cu.graph_create(&p, 0));
     a = add_child(p, mid, NULL, 0); /* a child in a child */
     add_child(p, c, &a, 1);         /* the same child again, after it */
-    ck_assert_ok(recap_graph_instantiate(p, &e));
-    launch_k(&r, e, r.n, 2, "nested and twice");
-    ck_assert_ok(recap_graph_exec_destroy(e));
+    exact_k(&r, p, 2, "nested and twice");
     CU_OK(cu.graph_destroy(p));
     CU_OK(cu.graph_destroy(mid));
     CU_OK(cu.graph_destroy(c));
@@ -305,7 +312,6 @@ START_TEST(child_after_captured_work_is_exact_unordered_is_refused)
 {
     CUgraphNode leaf[8];
     CUgraphExec raw;
-    recap_graph_exec_t e;
     CUgraph c, p, q;
     rig_t r;
     size_t nl;
@@ -316,9 +322,7 @@ START_TEST(child_after_captured_work_is_exact_unordered_is_refused)
     nl = leaves(p, leaf, 8);
     ck_assert_uint_gt(nl, 0);
     add_child(p, c, leaf, nl); /* after the captured work: its own fill, then the child's */
-    ck_assert_ok(recap_graph_instantiate(p, &e));
-    launch_k(&r, e, r.n, 2, "captured work then a child");
-    ck_assert_ok(recap_graph_exec_destroy(e));
+    exact_k(&r, p, 2, "captured work then a child");
     /* a child drawing from the same generator with no order: refused, with the reason */
     q = capture_fill(r.g, r.s, r.buf, r.n);
     add_child(q, c, NULL, 0);
@@ -437,7 +441,6 @@ START_TEST(graph_built_node_by_node)
     CUDA_KERNEL_NODE_PARAMS kp;
     CUgraphNode src[8], fill, adv;
     CUgraphExec raw;
-    recap_graph_exec_t e;
     CUgraph c, bare, full;
     rig_t r;
 
@@ -456,9 +459,7 @@ START_TEST(graph_built_node_by_node)
     CU_OK(cu.add_kernel(&fill, full, NULL, 0, &kp));
     CU_OK(cu.kernel_params(src[1], &kp));
     CU_OK(cu.add_kernel(&adv, full, &fill, 1, &kp));
-    ck_assert_ok(recap_graph_instantiate(full, &e));
-    launch_k(&r, e, r.n, 1, "copied nodes");
-    ck_assert_ok(recap_graph_exec_destroy(e));
+    exact_k(&r, full, 1, "copied nodes");
     CU_OK(cu.graph_destroy(bare));
     CU_OK(cu.graph_destroy(full));
     CU_OK(cu.graph_destroy(c));

@@ -598,6 +598,14 @@ static void ckpt_backward(input_t *in, int c)
     fz_adopt(out[0], rw.ck[c].eng);
 }
 
+static void ckpt_destroy(int c)
+{
+    REQUIRE(CALL(recap_checkpoint_destroy(rw.ck[c].h)) == RECAP_OK);
+    use_tracker(rw.ck[c].trk, -1);
+    use_arg(rw.ck[c].arg_trk, -1);
+    memset(&rw.ck[c], 0, sizeof(rw.ck[c]));
+}
+
 void op_checkpoint(input_t *in)
 {
     int c = pick(in, NCKPT);
@@ -616,10 +624,7 @@ void op_checkpoint(input_t *in)
         REQUIRE(CALL(recap_checkpoint_return_value(rw.ck[c].h, &v)) == RECAP_OK);
         break;
     default:
-        REQUIRE(CALL(recap_checkpoint_destroy(rw.ck[c].h)) == RECAP_OK);
-        use_tracker(rw.ck[c].trk, -1);
-        use_arg(rw.ck[c].arg_trk, -1);
-        memset(&rw.ck[c], 0, sizeof(rw.ck[c]));
+        ckpt_destroy(c);
         break;
     }
 }
@@ -634,11 +639,8 @@ void fz_regions_teardown(void)
     int i;
 
     for (i = 0; i < NCKPT; i++)
-        if (rw.ck[i].h != NULL) {
-            REQUIRE(CALL(recap_checkpoint_destroy(rw.ck[i].h)) == RECAP_OK);
-            use_tracker(rw.ck[i].trk, -1);
-            use_arg(rw.ck[i].arg_trk, -1);
-        }
+        if (rw.ck[i].h != NULL)
+            ckpt_destroy(i);
     for (i = 0; i < NREG; i++)
         if (rw.reg[i].h != NULL) {
             REQUIRE(CALL(recap_region_destroy(rw.reg[i].h)) == RECAP_OK);
