@@ -421,6 +421,44 @@ START_TEST(child_graph_node_update_in_an_exec)
 }
 END_TEST
 
+/* Two unordered child nodes of other generators, then updated one after the other to draw from
+ * one generator: the second update is refused, though the sibling drew another one at
+ * instantiate (the plan reads the siblings' draws as they are now). */
+START_TEST(unordered_children_updated_to_one_generator_are_refused)
+{
+    recap_generator_h h;
+    recap_graph_exec_t e;
+    CUgraph ca, cb, ch1, ch2, p;
+    CUgraphNode na, nb;
+    rig_t r;
+
+    rig_init(&r, 1 + tu_rand_below(5000));
+    ck_assert_ok(recap_generator_create(0, &h));
+    ca = capture_fill(r.g, r.s, r.buf, r.n);
+    cb = capture_fill(r.twin, r.s, r.tbuf, r.n);
+    ch1 = capture_fill(h, r.s, r.buf, r.n);
+    ch2 = capture_fill(h, r.s, r.tbuf, r.n);
+    CU_OK(cu.graph_create(&p, 0));
+    na = add_child(p, ca, NULL, 0);
+    nb = add_child(p, cb, NULL, 0);
+    ck_assert_ok(recap_graph_instantiate(p, &e));
+    CU_OK(cu.exec_child(e, na, ch1));
+    ck_assert_ok(recap_graph_exec_child_updated(e, na, ch1));
+    CU_OK(cu.exec_child(e, nb, ch2));
+    ck_assert_status(recap_graph_exec_child_updated(e, nb, ch2), RECAP_ERR_UNSUPPORTED);
+    ck_assert_msg(strstr(recap_last_error(), "not ordered with it") != NULL, "%s",
+                  recap_last_error());
+    ck_assert_ok(recap_graph_exec_destroy(e));
+    CU_OK(cu.graph_destroy(p));
+    CU_OK(cu.graph_destroy(ca));
+    CU_OK(cu.graph_destroy(cb));
+    CU_OK(cu.graph_destroy(ch1));
+    CU_OK(cu.graph_destroy(ch2));
+    ck_assert_ok(recap_generator_destroy(h));
+    rig_free(&r);
+}
+END_TEST
+
 /* The kernel nodes of a captured graph, in dependency order (fill first, advance last). */
 static size_t kernel_nodes(CUgraph g, CUgraphNode *out)
 {
@@ -588,6 +626,7 @@ static Suite *suite(void)
     tcase_add_test(tc, two_unordered_children_of_one_generator_are_refused);
     tcase_add_test(tc, exec_update_follows_the_new_graph);
     tcase_add_test(tc, child_graph_node_update_in_an_exec);
+    tcase_add_test(tc, unordered_children_updated_to_one_generator_are_refused);
     tcase_add_test(tc, graph_built_node_by_node);
     tcase_add_test(tc, conditional_body_that_draws_is_refused);
     tcase_add_test(tc, device_launch_exec_that_draws_is_refused);

@@ -188,7 +188,9 @@ static bodies_t *bodies_of(CUgraphNode node)
 typedef struct {
     CUgraphNode node;
     draws_t draws;
-    draws_t unordered;
+    draws_t unordered; /* what the captured work not ordered with it draws */
+    size_t *sibs, nsibs; /* the child nodes not ordered with it (indices in the plan): their
+                          * draws are read when it changes, as they may have changed too */
 } child_t;
 
 typedef struct {
@@ -451,7 +453,7 @@ static void check_level(walk_t *w, CUgraph g, unit_t *units, size_t nunits, cons
                         const CUgraphNodeType *types, CUgraphNode *nodes, size_t count,
                         plan_t *plan)
 {
-    size_t *from = NULL, *to = NULL, nedges = 0, a, b, i, nplan = 0;
+    size_t *from = NULL, *to = NULL, *cidx = NULL, nedges = 0, a, b, i, nplan = 0;
     unsigned char *reach = NULL;
     int need = 0;
 
@@ -481,10 +483,12 @@ static void check_level(walk_t *w, CUgraph g, unit_t *units, size_t nunits, cons
         goto out;
     }
     if (plan != NULL) {
-        for (a = 0; a < nunits; a++)
-            nplan += units[a].kind == UNIT_CHILD;
+        cidx = calloc(nunits + 1, sizeof(*cidx)); /* unit -> its index in the plan */
+        for (a = 0; cidx != NULL && a < nunits; a++)
+            if (units[a].kind == UNIT_CHILD)
+                cidx[a] = nplan++;
         plan->c = calloc(nplan + 1, sizeof(child_t));
-        if (plan->c == NULL) {
+        if (plan->c == NULL || cidx == NULL) {
             w->failed = 1;
             goto out;
         }
@@ -495,13 +499,16 @@ static void check_level(walk_t *w, CUgraph g, unit_t *units, size_t nunits, cons
         if (plan != NULL && units[a].kind == UNIT_CHILD) {
             c = &plan->c[plan->n++];
             c->node = nodes[units[a].node];
-            if (!draws_merge(&c->draws, &units[a].draws))
+            c->sibs = calloc(nunits, sizeof(*c->sibs));
+            if (c->sibs == NULL || !draws_merge(&c->draws, &units[a].draws))
                 w->failed = 1;
         }
         for (b = 0; b < nunits; b++) {
             if (b == a || ordered(units, a, b, reach, types, count))
                 continue;
-            if (c != NULL && !draws_merge(&c->unordered, &units[b].draws))
+            if (c != NULL && c->sibs != NULL && units[b].kind == UNIT_CHILD)
+                c->sibs[c->nsibs++] = cidx[b];
+            else if (c != NULL && !draws_merge(&c->unordered, &units[b].draws))
                 w->failed = 1;
             if (b > a && draws_share(&units[a].draws, &units[b].draws))
                 refuse(w, "graph %p: two parts of it draw from the same generator without an "
@@ -513,6 +520,7 @@ static void check_level(walk_t *w, CUgraph g, unit_t *units, size_t nunits, cons
         }
     }
 out:
+    free(cidx);
     free(reach);
     free(from);
     free(to);
@@ -589,6 +597,7 @@ static void plan_free(plan_t *p)
     for (i = 0; i < p->n; i++) {
         draws_free(&p->c[i].draws);
         draws_free(&p->c[i].unordered);
+        free(p->c[i].sibs);
     }
     free(p->c);
     draws_free(&p->total);
@@ -753,6 +762,18 @@ recap_status_t recap_graph_exec_updated(recap_graph_exec_t exec, recap_graph_t g
 }
 RECAP__SINCE(recap_graph_exec_updated, "RECAP_1.5");
 
+/* Whether a child node not ordered with c draws from slot now (after its own updates). */
+static int sibling_draws(const plan_t *p, const child_t *c, uint64_t slot)
+{
+    size_t i;
+
+    for (i = 0; i < c->nsibs; i++)
+        if (draws_has(&p->c[c->sibs[i]].draws, slot))
+            return 1;
+    return 0;
+}
+
+
 recap_status_t recap_graph_exec_child_updated(recap_graph_exec_t exec, recap_graph_node_t node,
                                               recap_graph_t child)
 {
@@ -789,7 +810,7 @@ recap_status_t recap_graph_exec_child_updated(recap_graph_exec_t exec, recap_gra
                "but recap did not see the node at instantiate: re-instantiate the exec",
                exec, node, child);
     for (i = 0; c != NULL && i < now.n; i++)
-        if (draws_has(&c->unordered, now.d[i].slot))
+        if (draws_has(&c->unordered, now.d[i].slot) || sibling_draws(p, c, now.d[i].slot))
             refuse(&w, "exec %p: child graph node %p now draws from a generator that another part "
                    "of the graph, not ordered with it, also draws from: they would draw the same "
                    "numbers", exec, node);
