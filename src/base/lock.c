@@ -10,7 +10,7 @@
 unsigned recap__lock_tag = 1;
 unsigned recap__lock_gate;
 unsigned recap__lock_inside;
-_Thread_local int recap__lock_depth;
+__thread int recap__lock_depth __attribute__((tls_model("initial-exec")));
 
 /* How long a fork waits for the threads inside critical sections to leave: they hold a lock for
  * a few loads and stores, so only a thread waiting for something the forking thread holds takes

@@ -44,7 +44,8 @@ typedef struct {
 extern unsigned recap__lock_tag;        /* odd: 2 * forks along the way + 1 */
 extern unsigned recap__lock_gate;       /* nonzero while a fork is being prepared */
 extern unsigned recap__lock_inside;     /* threads holding at least one lock */
-extern _Thread_local int recap__lock_depth;
+/* initial-exec: a plain load, not a __tls_get_addr call, on every lock (as recap__fw_depth) */
+extern __thread int recap__lock_depth __attribute__((tls_model("initial-exec")));
 void recap__lock_wait_gate(void);
 void recap__lock_atfork(recap__atfork_t when);
 

@@ -98,7 +98,7 @@ recap_status_t recap__compose_record_after(recap__genstate_t *gs, CUstream strea
 void recap__compose_state_gone(recap__genstate_t *gs);
 /* Set by a launch that drew from a state launched on several streams: recap_graph_launched has
  * events to record after it. */
-extern _Thread_local int recap__launch_needs_events;
+extern __thread int recap__launch_needs_events __attribute__((tls_model("initial-exec")));
 
 /* ---- counters (graphs.c) */
 typedef enum {

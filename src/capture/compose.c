@@ -849,7 +849,7 @@ RECAP__SINCE(recap_graph_exec_child_updated, "RECAP_1.5");
  * one stream), or, the first time (no event yet) and where the driver has no events, it waits
  * for the device. Either way the launch is exact.
  */
-_Thread_local int recap__launch_needs_events;
+__thread int recap__launch_needs_events __attribute__((tls_model("initial-exec")));
 
 recap_status_t recap__compose_order(recap__genstate_t *gs, CUstream stream)
 {

@@ -294,7 +294,9 @@ static recap_status_t advance(recap__rng_record_t *r, recap_graph_exec_t exec, C
     size_t i;
 
     p.count = 0;
-    recap__lock_section_enter(); /* one section for every state's slot lock */
+    /* One fork-safe section for every state's slot lock; the rare driver calls (ordering after
+     * another stream, slot writes) run outside it, as a fork waits for sections to end. */
+    recap__lock_section_enter();
     for (i = 0; i < r->n; i++) {
         recap__genstate_t *gs = r->e[i].gs;
         uint64_t seed, base;
@@ -305,7 +307,11 @@ static recap_status_t advance(recap__rng_record_t *r, recap_graph_exec_t exec, C
                              __atomic_load_n(&gs->launch_stream, __ATOMIC_RELAXED) !=
                                  (void *)stream, 0)) {
             if (__atomic_load_n(&gs->launched, __ATOMIC_RELAXED)) {
-                recap_status_t ost = recap__compose_order(gs, stream);
+                recap_status_t ost;
+
+                recap__lock_section_leave();
+                ost = recap__compose_order(gs, stream);
+                recap__lock_section_enter();
                 if (ost != RECAP_OK)
                     st = ost;
             }
@@ -331,7 +337,11 @@ static recap_status_t advance(recap__rng_record_t *r, recap_graph_exec_t exec, C
         gs->slot_valid = 1;
         recap__unlock_in_section(&gs->slot_lock);
         if (p.count == RECAP_SLOTS_PER_LAUNCH || (i + 1 == r->n && p.count > 0)) {
-            recap_status_t wst = write_slots(r->device, stream, &p);
+            recap_status_t wst;
+
+            recap__lock_section_leave();
+            wst = write_slots(r->device, stream, &p);
+            recap__lock_section_enter();
             if (wst != RECAP_OK)
                 st = wst;
             p.count = 0;
@@ -360,6 +370,7 @@ recap_status_t recap_graph_will_launch(recap_graph_exec_t exec, recap_stream_t s
     if (st != RECAP_OK)
         return st;
     recap__events_emit(RECAP_EVENT_GRAPH_WILL_LAUNCH, stream, RECAP_CAPTURE_GLOBAL, NULL, exec);
+    recap__launch_needs_events = 0; /* this launch's, whatever became of the last one */
     r = map_get(&execs, exec);
     if (r == NULL)
         return RECAP_OK;
