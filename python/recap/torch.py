@@ -429,6 +429,11 @@ class exact_capture(contextlib.ContextDecorator):
         self._scope = ctypes.c_void_p()
         self._entered = False
 
+    def _recreate_cm(self) -> "exact_capture":
+        # As a decorator, a scope per call (ContextDecorator would reuse this one): recursive
+        # and concurrent calls each get their own.
+        return type(self)()
+
     def __enter__(self) -> "exact_capture":
         # The hot path is kept to two foreign calls: a scope is entered around every warm-up.
         if self._entered:

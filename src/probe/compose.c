@@ -179,14 +179,17 @@ void recap__probe_compose_child(recap__probe_out_t *out)
             e = NULL;
             if (recap_graph_instantiate(p2, &e) != RECAP_OK)
                 recap__probe_fail(out, "nested: %s", recap_last_error());
-            else if (exact(&r, out, e, N, 2, "a child in a child, then the child again") == 0 &&
-                     recap_graph_clone(p, (recap_graph_t *)&clone) == RECAP_OK) {
-                recap_graph_exec_destroy(e);
-                e = NULL;
-                if (recap_graph_instantiate(clone, &e) != RECAP_OK)
-                    recap__probe_fail(out, "clone: %s", recap_last_error());
-                else
-                    exact(&r, out, e, N, 1, "the parent cloned");
+            else if (exact(&r, out, e, N, 2, "a child in a child, then the child again") == 0) {
+                if (recap_graph_clone(p, (recap_graph_t *)&clone) != RECAP_OK) {
+                    recap__probe_fail(out, "cloning the parent: %s", recap_last_error());
+                } else {
+                    recap_graph_exec_destroy(e);
+                    e = NULL;
+                    if (recap_graph_instantiate(clone, &e) != RECAP_OK)
+                        recap__probe_fail(out, "clone: %s", recap_last_error());
+                    else
+                        exact(&r, out, e, N, 1, "the parent cloned");
+                }
             }
         }
     } else if (out->status == RECAP_PROBE_PASS && out->len == 0) {

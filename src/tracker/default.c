@@ -57,7 +57,7 @@ recap_status_t recap_default_tracker_initialize(const recap_tracker_params_t *pa
     if (st == RECAP_OK && default_tracker != NULL) {
         st = recap__tracker_destroy(default_tracker);
         if (st != RECAP_OK)
-            recap__tracker_destroy(t); /* the old one has forks open and stays */
+            recap__tracker_destroy(t); /* the old one has forks open or regions, and stays */
     }
     if (st == RECAP_OK) {
         default_tracker = t;
