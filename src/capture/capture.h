@@ -88,6 +88,9 @@ recap__genstate_t *recap__slots_state_of(uint64_t slot);
  * graph's nodes (the caller falls back on the capture's record). RECAP_ERR_UNSUPPORTED, with the
  * reason, for a composition recap cannot make exact. */
 recap_status_t recap__compose_instantiated(CUgraph graph, CUgraphExec exec, int *walked_p);
+/* An exec's record after its instantiate or update from `graph` (graphs.c): what the walk found,
+ * else (no walk, or a walk that found none of the draws the capture recorded) the capture's. */
+recap_status_t recap__exec_record_for(recap_graph_t graph, recap_graph_exec_t exec);
 void recap__compose_exec_forget(CUgraphExec exec);
 /* A destroyed graph's conditional nodes: their recorded bodies go. */
 void recap__compose_graph_forget(CUgraph graph);

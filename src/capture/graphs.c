@@ -157,28 +157,38 @@ recap_status_t recap_capture_stats(recap_capture_stats_t *stats_p)
 
 recap_status_t recap_graph_instantiated(recap_graph_t graph, recap_graph_exec_t exec)
 {
-    recap__rng_record_t *r;
     recap_status_t st;
-    int walked;
 
     RECAP_CHECK_ARG(graph != NULL && exec != NULL, "NULL graph or exec");
     st = recap__events_check_caller("recap_graph_instantiated");
     if (st != RECAP_OK)
         return st;
+    st = recap__exec_record_for(graph, exec);
+    recap__events_emit(RECAP_EVENT_GRAPH_INSTANTIATED, NULL, RECAP_CAPTURE_GLOBAL, graph, exec);
+    return st;
+}
+
+recap_status_t recap__exec_record_for(recap_graph_t graph, recap_graph_exec_t exec)
+{
+    recap__rng_record_t *r;
+    recap_status_t st, pst;
+    int walked;
+
     /* What the graph holds, child graphs included (compose.c); without the driver calls for
      * that, what its capture drew. */
     st = recap__compose_instantiated((CUgraph)graph, (CUgraphExec)exec, &walked);
-    if (!walked) {
-        st = recap__exec_record_from_graph(exec, graph);
-    } else if ((r = map_get(&execs, exec)) != NULL) {
+    if (!walked)
+        return recap__exec_record_from_graph(exec, graph);
+    if ((r = map_get(&execs, exec)) != NULL) {
         recap__record_unref(r);
     } else if ((r = map_get(&graphs, graph)) != NULL) {
         /* The walk saw no draws where the capture recorded some (recap's kernels not recognised
          * in the graph's nodes): the capture's record is the truth for what it captured. */
         recap__log(RECAP_LOG_DEBUG, "graph %p: walk found no draws; using its capture record", graph);
-        map_put(&execs, exec, r);
+        pst = map_put(&execs, exec, r);
+        if (st == RECAP_OK)
+            st = pst;
     }
-    recap__events_emit(RECAP_EVENT_GRAPH_INSTANTIATED, NULL, RECAP_CAPTURE_GLOBAL, graph, exec);
     return st;
 }
 
