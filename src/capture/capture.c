@@ -184,7 +184,9 @@ static recap__capture_t *capture_of_state(recap__genstate_t *gs, int create, cap
     return NULL;
 }
 
-int recap__capture_rel_get(recap__genstate_t *gs, uint64_t *rel)
+/* gs's entry in the running capture it takes part in: its relative offset and whether its value
+ * was set or drawn there. Returns 0 when gs takes part in none. */
+static int entry_query(recap__genstate_t *gs, uint64_t *rel, int *moved)
 {
     capture_entry_t *e = NULL;
     recap__capture_t *c;
@@ -193,10 +195,18 @@ int recap__capture_rel_get(recap__genstate_t *gs, uint64_t *rel)
     c = capture_of_state(gs, 0, &e);
     if (c != NULL) {
         *rel = e->rel;
+        *moved = e->moved || e->rel != 0;
         recap__unlock(&c->lock);
     }
     pthread_mutex_unlock(&caps_lock);
     return c != NULL;
+}
+
+int recap__capture_rel_get(recap__genstate_t *gs, uint64_t *rel)
+{
+    int moved;
+
+    return entry_query(gs, rel, &moved);
 }
 
 static void poison(recap__capture_t *c, const char *why)
@@ -233,18 +243,10 @@ int recap__capture_rel_set(recap__genstate_t *gs, uint64_t rel, int seed_changed
 
 int recap__capture_moved(recap__genstate_t *gs)
 {
-    capture_entry_t *e = NULL;
-    recap__capture_t *c;
-    int moved = 0;
+    uint64_t rel;
+    int moved;
 
-    pthread_mutex_lock(&caps_lock);
-    c = capture_of_state(gs, 0, &e);
-    if (c != NULL) {
-        moved = e->moved || e->rel != 0;
-        recap__unlock(&c->lock);
-    }
-    pthread_mutex_unlock(&caps_lock);
-    return moved;
+    return entry_query(gs, &rel, &moved) && moved;
 }
 
 /* ------------------------------------------------------------------ events */
