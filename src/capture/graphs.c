@@ -256,8 +256,7 @@ recap_status_t recap_graph_destroyed(recap_graph_t graph)
 
     if (st != RECAP_OK)
         return st;
-    map_drop(&graphs, graph);
-    recap__compose_graph_forget((CUgraph)graph);
+    recap__graph_forget(graph, 0);
     recap__events_emit(RECAP_EVENT_GRAPH_DESTROYED, NULL, RECAP_CAPTURE_GLOBAL, graph, NULL);
     return RECAP_OK;
 }
@@ -268,8 +267,7 @@ recap_status_t recap_graph_exec_destroyed(recap_graph_exec_t exec)
 
     if (st != RECAP_OK)
         return st;
-    map_drop(&execs, exec);
-    recap__compose_exec_forget((CUgraphExec)exec);
+    recap__graph_forget(exec, 1);
     recap__events_emit(RECAP_EVENT_GRAPH_EXEC_DESTROYED, NULL, RECAP_CAPTURE_GLOBAL, NULL, exec);
     return RECAP_OK;
 }
