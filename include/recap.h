@@ -263,7 +263,9 @@ RECAP_API recap_status_t recap_framework_generators(recap_framework_info_t *info
  * Launches of graphs drawing from one generator may come on different streams: recap orders
  * each after the last launch that drew from that generator on another stream (an event wait;
  * the first time, and with hosts that do not report recap_graph_launched, a device wait), so
- * they stay exact. A launch's offsets are taken when it is issued; cudaGraphUpload moves none.
+ * they stay exact. The device wait (cuCtxSynchronize) fails, and invalidates, any capture running
+ * in the context at that moment: a generator's first switch of stream should not happen while
+ * another thread captures. A launch's offsets are taken when it is issued; cudaGraphUpload moves none.
  *
  * Graph composition (ABI 1.5). Every captured graph that draws ends in recap's advance node, and
  * the driver copies it wherever the graph goes. At instantiate, and at exec update, recap walks
