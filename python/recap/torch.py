@@ -14,6 +14,13 @@ CUDA graphs.
   ``make_graphed_callables`` and direct calls), and registers every live graph-safe state of
   every recap tracker with the graph before torch's own capture_begin primes its generators. No
   ``register_generator_state`` in user code. Importing ``recap.megatron`` installs it.
+- Replays: torch replays a graph by writing every registered state's seed and offset to the
+  device (two kernels each, drawn from or not), so registering every tracker state would make
+  each replay pay for all of them. ``install()`` also wraps ``replay`` (and ``capture_end``,
+  ``instantiate``, ``reset``, ``register_generator_state``): a graph whose every registered state
+  recap can account for is replayed by recap, which writes only the states the graph draws from
+  (stream memory writes, no kernels) and advances them as torch would (recap/_replay.py says
+  when it steps aside; ``RECAP_TORCH_REPLAY=0`` turns it off).
 """
 from __future__ import annotations
 
@@ -76,6 +83,7 @@ class _FastCtx(ctypes.Structure):
 _torchops_lib = None
 _torchops_tried = False
 _torchops_bound: Optional[bool] = None  # fields found and bound (once per process)
+_torchops_fields: Optional[tuple] = None  # (state, seed, offset) as bound, for recap/_replay.py
 
 
 def _torchops():
@@ -181,7 +189,7 @@ class TorchGenerator:
         """The table with get_state/set_state/state_get/state_set from recap/_torchops.c, when it
         is there, its fields are found on this torch, and it reads and writes what torch's
         get_state/set_state do."""
-        global _torchops_bound
+        global _torchops_bound, _torchops_fields
         shim = _torchops()
         if shim is None:
             return None
@@ -191,6 +199,7 @@ class TorchGenerator:
             if _torchops_bound is None:
                 fields = _find_fields(self.torch_generator) if self._ctx.impl else None
                 _torchops_bound = bool(fields) and shim.recap_torch_bind(*fields) == 0
+                _torchops_fields = fields if _torchops_bound else None
             ok = _torchops_bound and self._check_fast(shim)
         except Exception:  # noqa: BLE001 - any surprise means: not on this torch
             ok = False
@@ -478,44 +487,84 @@ def make_graphed_callables(*args, **kwargs):
         return fn(*args, **kwargs)
 
 
-_orig_capture_begin = None
+_orig: Dict[str, object] = {}  # torch.cuda.graphs.CUDAGraph's methods before install()
 _install_lock = threading.Lock()
 stats = {"graphs": 0, "states_registered": 0}
+_WRAPPED = ("capture_begin", "capture_end", "replay", "instantiate", "reset",
+            "register_generator_state")
 
 
 def install() -> None:
-    """Registers tracker states with every torch CUDA graph from now on, and makes torch's
-    make_graphed_callables this module's (warm-up and capture inside ``exact_capture``).
-    Idempotent."""
-    global _orig_capture_begin, _orig_make_graphed_callables
+    """Registers tracker states with every torch CUDA graph from now on, replays the graphs it
+    can account for itself (recap/_replay.py: only the states a graph draws from cost a replay
+    anything), and makes torch's make_graphed_callables this module's (warm-up and capture
+    inside ``exact_capture``). Idempotent."""
+    global _orig_make_graphed_callables
     with _install_lock:
-        if _orig_capture_begin is not None:
+        if _orig:
             return
+        from . import _replay
         _orig_make_graphed_callables = torch.cuda.make_graphed_callables
         wrapped = functools.wraps(_orig_make_graphed_callables)(make_graphed_callables)
         torch.cuda.make_graphed_callables = wrapped
         torch.cuda.graphs.make_graphed_callables = wrapped
         cls = torch.cuda.graphs.CUDAGraph
-        orig = cls.capture_begin
+        orig = {name: getattr(cls, name) for name in _WRAPPED}
 
         def capture_begin(self, *args, **kwargs):
             # Outside the capture still: torch's capture_begin primes what is registered.
+            states = registered_states()
             stats["graphs"] += 1
-            stats["states_registered"] += register_with(self, registered_states())
-            return orig(self, *args, **kwargs)
+            stats["states_registered"] += register_with(self, states)
+            _replay.begin(self, orig)
+            return orig["capture_begin"](self, *args, **kwargs)
 
-        capture_begin.__wrapped__ = orig
-        capture_begin.__doc__ = orig.__doc__
-        cls.capture_begin = capture_begin
-        _orig_capture_begin = orig
+        def capture_end(self):
+            orig["capture_end"](self)
+            _replay.end(self)
+
+        def replay(self):
+            plan = self.__dict__.get("_recap_plan")
+            if plan is not None:
+                rc = plan.replay()
+                if rc == 0:
+                    return
+                if rc > 0:
+                    raise RuntimeError(f"recap.torch: graph replay failed (CUDA error {rc})")
+            orig["replay"](self)
+            if plan is not None and not plan.exec_known:
+                plan.set_exec(self.raw_cuda_graph_exec())  # torch instantiated it just now
+
+        def instantiate(self):
+            orig["instantiate"](self)
+            plan = self.__dict__.get("_recap_plan")
+            if plan is not None:  # a new exec; the one before is destroyed
+                plan.set_exec(self.raw_cuda_graph_exec())
+
+        def reset(self):
+            self.__dict__.pop("_recap_plan", None)
+            orig["reset"](self)
+
+        def register_generator_state(self, generator):
+            _replay.note_state(self, generator)
+            return orig["register_generator_state"](self, generator)
+
+        for name, fn in (("capture_begin", capture_begin), ("capture_end", capture_end),
+                         ("replay", replay), ("instantiate", instantiate), ("reset", reset),
+                         ("register_generator_state", register_generator_state)):
+            fn.__wrapped__ = orig[name]
+            fn.__doc__ = orig[name].__doc__
+            setattr(cls, name, fn)
+        _orig.update(orig)
 
 
 def uninstall() -> None:
-    global _orig_capture_begin, _orig_make_graphed_callables
+    global _orig_make_graphed_callables
     with _install_lock:
-        if _orig_capture_begin is not None:
-            torch.cuda.graphs.CUDAGraph.capture_begin = _orig_capture_begin
-            _orig_capture_begin = None
+        cls = torch.cuda.graphs.CUDAGraph
+        for name, fn in _orig.items():
+            setattr(cls, name, fn)
+        _orig.clear()
         if _orig_make_graphed_callables is not None:
             torch.cuda.make_graphed_callables = _orig_make_graphed_callables
             torch.cuda.graphs.make_graphed_callables = _orig_make_graphed_callables

@@ -178,5 +178,195 @@ class TorchOps(unittest.TestCase):
             _lib.call("recap_generator_destroy", g)
 
 
+DOUBLE = os.environ.get("RECAP_CUDA_DOUBLE") or os.path.join(
+    os.path.dirname(os.path.abspath(__file__)), "..", "..", "tests", "double", ".libs",
+    "libcudadouble.so")
+
+
+class GenState(ctypes.Structure):
+    """An at::CUDAGeneratorState with the fields a replay uses (seed and offset where State has
+    them: the shim's value binding is process-wide)."""
+    _fields_ = [("header", ctypes.c_uint64 * 2), ("seed", ctypes.c_uint64),
+                ("offset", ctypes.c_uint64), ("intragraph", ctypes.c_uint64),
+                ("capturing", ctypes.c_uint8), ("pad", ctypes.c_uint8 * 7),
+                ("graphs", ctypes.c_uint64 * 7), ("seed_ext", ctypes.c_void_p),
+                ("offset_ext", ctypes.c_void_p)]
+
+
+class Storage(ctypes.Structure):
+    _fields_ = [("header", ctypes.c_uint64 * 2), ("data", ctypes.c_uint64)]
+
+
+class TensorImpl(ctypes.Structure):
+    _fields_ = [("header", ctypes.c_uint64 * 2), ("storage", ctypes.POINTER(Storage))]
+
+
+@unittest.skipIf(os.environ.get("RECAP_BUILD_TORCHOPS") == "0", "built without the C operations")
+@unittest.skipUnless(os.path.exists(DOUBLE) or os.environ.get("RECAP_CUDA_DOUBLE"),
+                     "the CUDA test double is not built (make check builds it)")
+class Replay(unittest.TestCase):
+    """recap_torch_replay against the CUDA test double: the seed and offset of the states a
+    graph draws from reach their device tensors before the launch, offsets advance by the
+    graph's increments as torch's replay advances them, states it does not draw from are left
+    alone, and a replay it cannot do is handed back (-1) with nothing changed."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.shim = sh = ctypes.CDLL(SHIM)
+        sh.recap_torch_bind.argtypes = [ctypes.c_size_t] * 3
+        assert sh.recap_torch_bind(*FIELDS) == 0
+        assert GenState.seed.offset == State.seed.offset
+        sh.recap_torch_bind_replay.argtypes = [ctypes.c_size_t] * 6
+        sh.recap_torch_peek.argtypes = [ctypes.c_size_t, ctypes.c_void_p, ctypes.c_size_t]
+        sh.recap_torch_plan_create.argtypes = [ctypes.c_void_p, ctypes.c_size_t,
+                                               ctypes.POINTER(ctypes.c_void_p),
+                                               ctypes.POINTER(ctypes.c_uint64)]
+        sh.recap_torch_plan_create.restype = ctypes.c_void_p
+        for name in ("recap_torch_plan_destroy", "recap_torch_plan_states",
+                     "recap_torch_plan_replays", "recap_torch_state_increment"):
+            getattr(sh, name).argtypes = [ctypes.c_void_p]
+        for name in ("recap_torch_plan_states", "recap_torch_plan_replays",
+                     "recap_torch_state_increment"):
+            getattr(sh, name).restype = ctypes.c_uint64
+        sh.recap_torch_plan_set_exec.argtypes = [ctypes.c_void_p, ctypes.c_void_p]
+        sh.recap_torch_replay.argtypes = [ctypes.c_void_p, ctypes.c_void_p]
+        saved = os.environ.get("RECAP_CUDA_DRIVER")
+        os.environ["RECAP_CUDA_DRIVER"] = DOUBLE
+        try:
+            assert sh.recap_torch_driver() == 0, "the shim did not load the double's driver API"
+        finally:
+            if saved is None:
+                del os.environ["RECAP_CUDA_DRIVER"]
+            else:
+                os.environ["RECAP_CUDA_DRIVER"] = saved
+        cls.cu = cu = ctypes.CDLL(DOUBLE)
+        ctx, cls.stream = ctypes.c_void_p(), ctypes.c_void_p()
+        cls.ok(cu.cuInit(0))
+        cls.ok(cu.cuDevicePrimaryCtxRetain(ctypes.byref(ctx), 0))
+        cls.ok(cu.cuCtxSetCurrent(ctx))
+        cls.ok(cu.cuStreamCreate(ctypes.byref(cls.stream), 0))
+        cls.ok(sh.recap_torch_bind_replay(GenState.intragraph.offset, GenState.capturing.offset,
+                                          GenState.seed_ext.offset, GenState.offset_ext.offset,
+                                          TensorImpl.storage.offset, Storage.data.offset))
+
+    @staticmethod
+    def ok(rc):
+        assert rc == 0, f"CUDA call failed: {rc}"
+
+    def setUp(self):
+        self.rng = random.Random(int(os.environ.get("RECAP_TEST_SEED", "0")) or None)
+        self.keep = []
+
+    def dev_alloc(self):
+        d = ctypes.c_uint64()
+        self.ok(self.cu.cuMemAlloc_v2(ctypes.byref(d), ctypes.c_size_t(64)))
+        return d.value
+
+    def dev_read(self, addr):
+        v = ctypes.c_uint64()
+        self.ok(self.cu.cuStreamSynchronize(self.stream))
+        self.ok(self.cu.cuMemcpyDtoH_v2(ctypes.byref(v), ctypes.c_uint64(addr),
+                                        ctypes.c_size_t(8)))
+        return v.value
+
+    def state(self, increment):
+        """A state drawn from in the last capture by `increment`, with its two device tensors."""
+        st = GenState()
+        st.seed, st.offset = self.rng.getrandbits(64), 4 * self.rng.getrandbits(40)
+        st.intragraph = increment
+        for field in ("seed_ext", "offset_ext"):
+            storage = Storage((0, 0), self.dev_alloc())
+            impl = TensorImpl((0, 0), ctypes.pointer(storage))
+            self.keep += [storage, impl]
+            setattr(st, field, ctypes.addressof(impl))
+        self.keep.append(st)
+        return st
+
+    def graph(self, marker):
+        """An exec that writes 0xC0FFEE to `marker` (so a launch is seen)."""
+        g, e = ctypes.c_void_p(), ctypes.c_void_p()
+        self.ok(self.cu.cuStreamBeginCapture_v2(self.stream, 2))  # relaxed
+        self.ok(self.cu.cuMemsetD32Async(ctypes.c_uint64(marker), 0xC0FFEE, ctypes.c_size_t(1),
+                                         self.stream))
+        self.ok(self.cu.cuStreamEndCapture(self.stream, ctypes.byref(g)))
+        self.ok(self.cu.cuGraphInstantiateWithFlags(ctypes.byref(e), g, ctypes.c_uint64(0)))
+        return e
+
+    def plan(self, exec_, states):
+        incs = [self.shim.recap_torch_state_increment(ctypes.addressof(s)) for s in states]
+        arr = (ctypes.c_void_p * len(states))(*[ctypes.addressof(s) for s in states])
+        p = self.shim.recap_torch_plan_create(exec_, len(states), arr,
+                                              (ctypes.c_uint64 * len(incs))(*incs))
+        self.assertTrue(p)
+        self.addCleanup(self.shim.recap_torch_plan_destroy, p)
+        return p
+
+    def ext(self, st, field):
+        impl = TensorImpl.from_address(getattr(st, field))
+        return impl.storage[0].data
+
+    def test_replays_write_drawn_states_and_advance_their_offsets(self):
+        marker = self.dev_alloc()
+        drawn = [self.state(4 * (1 + self.rng.getrandbits(12))) for _ in range(3)]
+        idle = self.state(0)
+        odd = self.state(6)  # torch rounds increments up to a multiple of 4
+        states = drawn + [idle, odd]
+        self.rng.shuffle(states)
+        p = self.plan(self.graph(marker), states)
+        self.assertEqual(self.shim.recap_torch_plan_states(p), 4)
+        idle_before = (idle.seed, idle.offset)
+        for k in range(1, 21):
+            if self.rng.random() < 0.5:  # eager draws between replays
+                s = self.rng.choice(drawn)
+                s.offset += 4 * self.rng.getrandbits(10)
+            before = {id(s): (s.seed, s.offset) for s in drawn + [odd]}
+            self.ok(self.cu.cuMemsetD32Async(ctypes.c_uint64(marker), 0, ctypes.c_size_t(1),
+                                             self.stream))
+            self.assertEqual(self.shim.recap_torch_replay(p, self.stream), 0)
+            self.assertEqual(self.dev_read(marker) & 0xFFFFFFFF, 0xC0FFEE)
+            for s in drawn + [odd]:
+                seed, off = before[id(s)]
+                self.assertEqual(self.dev_read(self.ext(s, "seed_ext")), seed)
+                self.assertEqual(self.dev_read(self.ext(s, "offset_ext")), off)
+                inc = 8 if s is odd else s.intragraph
+                self.assertEqual((s.seed, s.offset), (seed, off + inc))
+            self.assertEqual((idle.seed, idle.offset), idle_before)
+            self.assertEqual(self.shim.recap_torch_plan_replays(p), k)
+
+    def test_replays_it_cannot_do_are_handed_back_unchanged(self):
+        marker = self.dev_alloc()
+        st = self.state(16)
+        p = self.plan(None, [st])
+        before = (st.seed, st.offset)
+        self.assertEqual(self.shim.recap_torch_replay(p, self.stream), -1)  # no exec yet
+        self.shim.recap_torch_plan_set_exec(p, self.graph(marker))
+        st.capturing = 1  # the state is in another capture: torch's replay raises
+        self.assertEqual(self.shim.recap_torch_replay(p, self.stream), -1)
+        st.capturing = 0
+        g = ctypes.c_void_p()
+        self.ok(self.cu.cuStreamBeginCapture_v2(self.stream, 2))
+        self.assertEqual(self.shim.recap_torch_replay(p, self.stream), -1)  # inside a capture
+        self.ok(self.cu.cuStreamEndCapture(self.stream, ctypes.byref(g)))
+        self.assertEqual((st.seed, st.offset), before)
+        self.assertEqual(self.shim.recap_torch_plan_replays(p), 0)
+        self.assertEqual(self.shim.recap_torch_replay(p, self.stream), 0)
+        self.assertEqual(st.offset, before[1] + 16)
+
+    def test_a_drawn_state_without_device_tensors_gets_no_plan(self):
+        st = self.state(8)
+        st.offset_ext = None
+        arr = (ctypes.c_void_p * 1)(ctypes.addressof(st))
+        self.assertIsNone(self.shim.recap_torch_plan_create(None, 1, arr,
+                                                            (ctypes.c_uint64 * 1)(8)))
+
+    def test_peek_reads_memory_and_refuses_what_is_not_mapped(self):
+        v = ctypes.c_uint64(self.rng.getrandbits(64))
+        out = ctypes.c_uint64()
+        self.assertEqual(self.shim.recap_torch_peek(ctypes.addressof(v), ctypes.byref(out), 8), 0)
+        self.assertEqual(out.value, v.value)
+        for bad in (8, 1 << 47 | 0x1000):
+            self.assertEqual(self.shim.recap_torch_peek(bad, ctypes.byref(out), 8), -1)
+
+
 if __name__ == "__main__":
     unittest.main()
