@@ -37,6 +37,7 @@ from . import torch as rtorch
 
 _lock = threading.Lock()
 _bound: Optional[bool] = None
+why = ""               # why plans are off, when they are
 _count_at = 0          # the graph's table size in a CUDAGraph object
 _shim = None
 _replay_fn = None
@@ -146,12 +147,18 @@ def _read_dev(addr: int, blocks) -> Optional[int]:
     return None
 
 
+def _no(reason: str) -> bool:
+    global why
+    why = reason
+    return False
+
+
 def _bind(dev: int, orig) -> bool:
     """Finds and checks what a replay needs on this torch; True when plans can be made."""
     global _shim, _count_at, _replay_fn, _raw_stream, _get_device
     shim = rtorch._torchops()
     if shim is None or os.environ.get("RECAP_TORCH_REPLAY") == "0":
-        return False
+        return _no("recap/_torchops.c is not built, or RECAP_TORCH_REPLAY=0")
     _shim = shim
     shim.recap_torch_peek.argtypes = [ctypes.c_size_t, ctypes.c_void_p, ctypes.c_size_t]
     shim.recap_torch_peek.restype = ctypes.c_int
@@ -174,20 +181,20 @@ def _bind(dev: int, orig) -> bool:
     shim.recap_torch_replay.argtypes = [ctypes.c_void_p, ctypes.c_void_p]
     shim.recap_torch_replay.restype = ctypes.c_int
     if shim.recap_torch_driver() != 0:
-        return False
+        return _no("the driver's stream memory operations or cuGraphLaunch were not found")
     rtorch.generator(dev)  # binds the state's seed and offset (recap/_torchops.c)
     if not rtorch._torchops_bound:
-        return False
+        return _no("torch's generator fields were not found (recap/_torchops.c unbound)")
     _, seed_at, offset_at = rtorch._torchops_fields
     chain = _find_tensor_chain(dev)
     count_at = _find_count_at()
     if chain is None or count_at is None:
-        return False
+        return _no("a tensor's storage or a graph's generator table was not found")
     _count_at = count_at
 
     g, s, x, during, after = _probe_capture(dev, orig)
     if during is None or after is None or _peek(_cpp(g) + count_at) != 2:
-        return False  # the probe state and the default generator's, registered by capture_begin
+        return _no("the probe capture's table or state could not be read")
     seed = (0x5EED_7A11_0000_0000 | (os.getpid() & 0xFFFF)) & ((1 << 63) - 1)
     base = 4 * 1021
     s.set_state(torch.frombuffer(bytearray(rtorch._pack(seed, base)), dtype=torch.uint8))
@@ -197,14 +204,14 @@ def _bind(dev: int, orig) -> bool:
     inc = int.from_bytes(inc[8:], "little") - base
     torch.cuda.synchronize(dev)
     if inc <= 0:
-        return False
+        return _no("the probe graph drew nothing")
     intra = [k for k in range(offset_at + 8, min(offset_at + 64, len(during) - 8), 8)
              if _u64(during, k) == inc and _u64(after, k) == inc]
     if len(intra) != 1:
-        return False
+        return _no("the state's in-graph increment was not found")
     flag = [k for k in range(intra[0] + 8, min(intra[0] + 16, len(during))) if during[k] == 1 and after[k] == 0]
     if len(flag) != 1:
-        return False
+        return _no("the state's capture flag was not found")
     st = _state_ptr(s)
     storage_at, data_at = chain
     blocks = [(b["address"], b["size"]) for seg in torch.cuda.memory_snapshot()
@@ -222,7 +229,7 @@ def _bind(dev: int, orig) -> bool:
     if set(ext) != {seed, base} or \
             shim.recap_torch_bind_replay(intra[0], flag[0], ext[seed], ext[base], storage_at,
                                          data_at) != 0:
-        return False
+        return _no("the state's device tensors were not found")
 
     # The proof: the same replay through a plan draws what torch's drew, and leaves the offset.
     _raw_stream = torch._C._cuda_getCurrentRawStream
@@ -231,11 +238,16 @@ def _bind(dev: int, orig) -> bool:
     s.set_state(torch.frombuffer(bytearray(rtorch._pack(seed, base)), dtype=torch.uint8))
     x.zero_()
     plan = _make_plan(g, [st], dev)
-    if plan is None or plan.replay() != 0:
-        return False
+    if plan is None:
+        return _no("no plan could be made for the probe graph")
+    rc = plan.replay()
+    if rc != 0:
+        return _no(f"a replay through the plan failed ({rc})")
     torch.cuda.synchronize(dev)
     got = rtorch._state_bytes(s.get_state())
-    return torch.equal(x, want) and got == rtorch._pack(seed, base + inc)
+    if not torch.equal(x, want) or got != rtorch._pack(seed, base + inc):
+        return _no("a replay through the plan did not match torch's")
+    return True
 
 
 class _Plan:
@@ -298,8 +310,8 @@ def ready(orig) -> bool:
             if _bound is None:
                 try:
                     _bound = _bind(torch.cuda.current_device(), orig)
-                except Exception:  # noqa: BLE001 - any surprise: torch's replay stays
-                    _bound = False
+                except Exception as e:  # noqa: BLE001 - any surprise: torch's replay stays
+                    _bound = _no(f"{type(e).__name__}: {e}")
     return _bound
 
 

@@ -138,7 +138,7 @@ def run_case(name, n_states, drawn, keep_graph=False, sneak=False, second=False)
 
 def correctness():
     check(_replay.ready(rt._orig), "recap.torch bound its replay to this torch (probe replay "
-          "through a plan = torch's replay)")
+          f"through a plan = torch's replay){': ' + _replay.why if _replay.why else ''}")
     g, p = run_case("8 states, draws from 1", 8, [5])
     check(p is not None and p.states == 1 and p.replays == K,
           f"plan: 1 state written per replay, {K} replays by recap "
