@@ -79,8 +79,8 @@ def _state_ptr(gen: torch.Generator) -> int:
 
 def _find_tensor_chain(dev: int):
     """Where a TensorImpl keeps its StorageImpl pointer and a StorageImpl its data pointer:
-    the one (storage_at, data_at) that leads from three tensors' TensorImpl (Tensor._cdata) to
-    their data_ptr()."""
+    the (storage_at, data_at) that lead from three tensors' TensorImpl (Tensor._cdata) to their
+    data_ptr()."""
     found = None
     for t in (torch.empty(3, device=dev), torch.empty(1000, dtype=torch.int64, device=dev),
               torch.zeros(7, dtype=torch.uint8, device=dev)):
@@ -93,7 +93,8 @@ def _find_tensor_chain(dev: int):
                 if _peek(p + d) == t.data_ptr():
                     here.add((s, d))
         found = here if found is None else found & here
-    return next(iter(found)) if found and len(found) == 1 else None
+    # torch's CUDA allocator keeps the address twice in a DataPtr (data and context): the first.
+    return min(found) if found and len({s for s, _ in found}) == 1 else None
 
 
 def _find_count_at() -> Optional[int]:
