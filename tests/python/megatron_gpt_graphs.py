@@ -82,13 +82,21 @@ def one_run(module, graphs, dropout):
     torch.cuda.synchronize()
     out = [float(x) for x in torch.stack(losses).cpu()]
     print("LOSSES " + json.dumps([x.hex() for x in out]))
+    if "recap._replay" in sys.modules:  # graphs recap replayed itself vs left to torch
+        print("PLANS " + json.dumps(sys.modules["recap._replay"].stats))
     torch.distributed.destroy_process_group()
+
+
+PLANS = {}
 
 
 def run(module, graphs, dropout, extra_env=None):
     env = dict(os.environ, **(extra_env or {}))
     p = subprocess.run([sys.executable, __file__, "run", module, str(int(graphs)), str(dropout)],
                        capture_output=True, text=True, env=env, timeout=240)
+    for line in p.stdout.splitlines():
+        if line.startswith("PLANS "):
+            PLANS[module, dropout, graphs] = json.loads(line[6:])
     for line in p.stdout.splitlines():
         if line.startswith("LOSSES "):
             return [float.fromhex(x) for x in json.loads(line[7:])]
@@ -129,6 +137,10 @@ def main():
     print(f"info  losses, step 1/2/{STEPS}: eager {e[0]:.6f} {e[1]:.6f} {e[-1]:.6f}; "
           f"graphed (recap) {g[0]:.6f} {g[1]:.6f} {g[-1]:.6f}; graphed (Megatron) "
           f"{mg[0]:.6f} {mg[1]:.6f} {mg[-1]:.6f}")
+    plans = PLANS.get(("recap", 0.1, True))
+    if plans is not None:
+        print(f"info  graphed run with recap.megatron: {plans['plans']} graph(s) replayed by "
+              f"recap's plans, {plans['left_to_torch']} left to torch's replay")
     if fails:
         print(f"megatron_gpt_graphs: {len(fails)} check(s) failed")
         sys.exit(1)
