@@ -19,6 +19,7 @@ import torch
 
 import megatron.core.tensor_parallel.random as meg
 import recap.megatron as rec
+import replay_plans  # tests/python: the replay timer
 
 FAILS = []
 
@@ -204,22 +205,10 @@ def time_forks(mod, graph_safe, n=2000, reps=15):
 
 
 def replay_us(g, reps=2000, rounds=7, by_torch=False):
-    """Median over rounds of the event-timed mean replay time; by_torch: torch's own replay
+    """Median event-timed replay time (replay_plans.replay_us); by_torch: torch's own replay
     (recap.torch, once imported, replays the graphs it can account for itself)."""
-    replay = (lambda: torch._C._CUDAGraph.replay(g)) if by_torch else g.replay
-    for _ in range(50):
-        replay()
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(rounds):
-        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        a.record()
-        for _ in range(reps):
-            replay()
-        b.record()
-        b.synchronize()
-        times.append(a.elapsed_time(b) * 1000 / reps)
-    return statistics.median(times)
+    fn = (lambda: torch._C._CUDAGraph.replay(g)) if by_torch else g.replay
+    return replay_plans.replay_us(fn, reps, rounds)
 
 
 def tracker_graph(mod, states, register_by_hand):

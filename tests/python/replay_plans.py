@@ -177,6 +177,7 @@ def correctness():
 
 
 def replay_us(fn, reps=2000, rounds=7):
+    """Median over rounds of the event-timed mean time of fn() (a replay), after a warm-up."""
     for _ in range(50):
         fn()
     torch.cuda.synchronize()
