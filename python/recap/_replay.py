@@ -5,23 +5,24 @@ torch 2.11 replays a graph by writing, for every generator state registered with
 seed and offset into two device tensors (two fill_ kernels, about 14 us of host time) before the
 launch, whether the graph drew from that state or not. recap registers every live tracker state
 before each capture, because torch refuses a registration once the capture has begun; a graph
-that draws from one of eight states would pay for nine (with the default generator's).
+that draws from one of eight tracker states would pay for nine (with the default generator's,
+which torch registers itself).
 
-So recap.torch replays the graphs it can account for itself (recap/_torchops.c,
-recap_torch_replay): the seed and offset of the states the graph drew from, written with stream
-memory operations, their offsets advanced as torch advances them, then the launch. A graph gets
-such a plan only when
+So recap.torch replays the graphs captured while it is installed itself (recap/_torchops.c,
+recap_torch_replay): at each replay it reads the graph's own table of registered states and
+their increments, as torch's replay does, writes the seed and offset of those with an increment
+(stream memory operations, no kernels), advances their offsets as torch does, and launches the
+graph's current exec. Nothing is cached between replays, so a reset, instantiate or new capture
+made any way (through torch._C too) is followed, and a state registered any way is seen.
 
-- recap knows every state torch registered with it: those recap registered, those registered
-  through ``CUDAGraph.register_generator_state`` from Python, and the default generator's state
-  that ``capture_begin`` registers; their number must equal the size of torch's own table
-  (read from the graph object). A state registered any other way leaves the graph to torch.
-- recap found, on the running torch, where a state keeps its in-graph increment, its capture
-  flag and its two device tensors, and a probe graph replayed through the plan drew exactly what
-  torch's own replay drew from the same state, and left the same offset.
-
-Any doubt leaves torch's replay in place. ``RECAP_TORCH_REPLAY=0`` turns this off. A replay the
-plan cannot do (no exec yet, inside a capture, on another device) goes to torch's replay, which
+Where torch keeps the table, the exec, and each state's increment, capture flag and device
+tensors is found on the running torch, each checked against what torch's API says (tables of
+0 to 9 states, a captured graph, a graph kept for a later instantiate), and the whole is used
+only after a probe graph replayed through it, with its device tensors cleared first, drew exactly
+what torch's own replay drew and left the same offset. torch's Python-level replay must be the
+plain call to the C++ one (later torch adds bookkeeping there). Any doubt leaves torch's replay
+in place, and ``why`` says what; ``RECAP_TORCH_REPLAY=0`` turns it off. A replay it cannot do
+(no exec yet, inside a capture, no current context, another device) goes to torch's replay, which
 raises where torch raises.
 """
 from __future__ import annotations
@@ -29,7 +30,7 @@ from __future__ import annotations
 import ctypes
 import os
 import threading
-from typing import List, Optional
+from typing import List, Optional, Tuple
 
 import torch
 
@@ -38,20 +39,24 @@ from . import torch as rtorch
 _lock = threading.Lock()
 _bound: Optional[bool] = None
 why = ""               # why plans are off, when they are
-_count_at = 0          # the graph's table size in a CUDAGraph object
 _shim = None
 _replay_fn = None
 _raw_stream = None
 _get_device = None
-stats = {"plans": 0, "left_to_torch": 0}
+stats = {"plans": 0, "replays": 0, "to_torch": 0}
+_TABLE_COUNT_AT = 24   # ska::flat_hash_map's element count, from its start (recap/_torchops.c)
 
 
 class _CAI:
     """A device address as __cuda_array_interface__, for torch.as_tensor (no copy)."""
 
-    def __init__(self, addr: int, dtype: str = "<i8") -> None:
-        self.__cuda_array_interface__ = {"shape": (1,), "typestr": dtype, "strides": None,
+    def __init__(self, addr: int) -> None:
+        self.__cuda_array_interface__ = {"shape": (1,), "typestr": "<i8", "strides": None,
                                          "data": (addr, False), "version": 3}
+
+
+def _dev_tensor(addr: int) -> torch.Tensor:
+    return torch.as_tensor(_CAI(addr), device="cuda")
 
 
 def _peek(addr: int) -> Optional[int]:
@@ -68,13 +73,23 @@ def _peek_bytes(addr: int, n: int) -> Optional[bytes]:
 
 def _cpp(graph) -> int:
     """The C++ CUDAGraph behind a torch.cuda.CUDAGraph (a pybind11 instance holds its value
-    pointer right after the Python header). Checked by _find_count_at."""
+    pointer right after the Python header). Checked by _find_table."""
     return _peek(id(graph) + object.__basicsize__) or 0
 
 
 def _state_ptr(gen: torch.Generator) -> int:
     """The at::CUDAGeneratorState a torch.Generator (or graph-safe state object) uses now."""
     return _peek(rtorch._impl(gen) + rtorch._torchops_fields[0]) or 0
+
+
+def graph_states(graph) -> Optional[List[Tuple[int, int]]]:
+    """The (state, increment) pairs torch's table holds for ``graph``, or None."""
+    cap = 256
+    states, incs = (ctypes.c_void_p * cap)(), (ctypes.c_uint64 * cap)()
+    n = _shim.recap_torch_graph_states(_cpp(graph), states, incs, cap)
+    if n < 0 or n > cap:
+        return None
+    return [(states[i] or 0, incs[i]) for i in range(n)]
 
 
 def _find_tensor_chain(dev: int):
@@ -97,12 +112,13 @@ def _find_tensor_chain(dev: int):
     return min(found) if found and len({s for s, _ in found}) == 1 else None
 
 
-def _find_count_at() -> Optional[int]:
-    """The word of a C++ CUDAGraph that counts its registered generator states: the one that
-    reads 0, 1, 2, 3 in four graphs holding that many."""
+def _find_table(dev: int) -> Optional[int]:
+    """Where a C++ CUDAGraph keeps its table of registered states: the word that counts 0, 1,
+    2, 3 in four graphs holding that many is the table's element count; bound there, the table
+    must then read back exactly the states registered, in graphs of 0 to 9."""
     reg = torch._C._CUDAGraph.register_generator_state
-    gen = torch.cuda.default_generators[torch.cuda.current_device()]
-    states = [gen.clone_state() for _ in range(3)]
+    gen = torch.cuda.default_generators[dev]
+    states = [gen.clone_state() for _ in range(9)]
     graphs = [torch.cuda.CUDAGraph() for _ in range(4)]
     for n, g in enumerate(graphs):
         for s in states[:n]:
@@ -111,29 +127,32 @@ def _find_count_at() -> Optional[int]:
     if not all(objs):
         return None
     hits = [k for k in range(0, 512, 8) if [_peek(o + k) for o in objs] == [0, 1, 2, 3]]
-    return hits[0] if len(hits) == 1 else None
+    if len(hits) != 1 or hits[0] < _TABLE_COUNT_AT:
+        return None
+    table_at = hits[0] - _TABLE_COUNT_AT
+    if _shim.recap_torch_bind_graph(table_at, 0, 0) != 0:
+        return None
+    big = torch.cuda.CUDAGraph()
+    for s in states:
+        reg(big, s)
+    for g, members in zip(graphs + [big], [states[:n] for n in range(4)] + [states]):
+        got = graph_states(g)
+        if got is None or sorted(got) != sorted((_state_ptr(s), 0) for s in members):
+            return None
+    return table_at
 
 
-def _probe_capture(dev: int, orig):
-    """A graph that draws from a fresh state, captured on a private stream: (graph, state,
-    output, state bytes during the capture, state bytes after it)."""
-    gen = torch.cuda.default_generators[dev]
-    s = gen.clone_state()
-    g = torch.cuda.CUDAGraph()
-    torch._C._CUDAGraph.register_generator_state(g, s)
+def _capture(g, dev: int, orig, fn) -> None:
+    """Captures fn() into g on a private stream, in relaxed mode (other threads unaffected)."""
     side = torch.cuda.Stream(dev)
     side.wait_stream(torch.cuda.current_stream(dev))
-    st = _state_ptr(s)
     with torch.cuda.stream(side):
-        x = torch.empty(4096, device=dev)
         orig["capture_begin"](g, capture_error_mode="relaxed")
         try:
-            torch.rand(4096, device=dev, generator=s, out=x)
-            during = _peek_bytes(st, 128)
+            fn()
         finally:
             orig["capture_end"](g)
     torch.cuda.current_stream(dev).wait_stream(side)
-    return g, s, x, during, _peek_bytes(st, 128)
 
 
 def _u64(b: bytes, k: int) -> int:
@@ -144,7 +163,7 @@ def _read_dev(addr: int, blocks) -> Optional[int]:
     """The 64-bit value at a device address, if it lies in one of torch's allocated blocks
     (address, size): nothing else is read."""
     if any(a <= addr <= a + n - 8 for a, n in blocks):
-        return int(torch.as_tensor(_CAI(addr), device="cuda").item())
+        return int(_dev_tensor(addr).item())
     return None
 
 
@@ -155,65 +174,92 @@ def _no(reason: str) -> bool:
 
 
 def _bind(dev: int, orig) -> bool:
-    """Finds and checks what a replay needs on this torch; True when plans can be made."""
-    global _shim, _count_at, _replay_fn, _raw_stream, _get_device
+    """Finds and checks what a replay needs on this torch; True when graphs can be replayed."""
+    global _shim, _replay_fn, _raw_stream, _get_device
     shim = rtorch._torchops()
     if shim is None or os.environ.get("RECAP_TORCH_REPLAY") == "0":
         return _no("recap/_torchops.c is not built, or RECAP_TORCH_REPLAY=0")
+    if not set(orig["replay"].__code__.co_names) <= {"super", "replay"} or \
+            not hasattr(torch._C._CUDAGraph, "raw_cuda_graph_exec") or \
+            not hasattr(torch._C._CUDAGraph, "instantiate"):
+        return _no("this torch's CUDAGraph.replay does more than replay, or lacks "
+                   "raw_cuda_graph_exec/instantiate")
     _shim = shim
-    shim.recap_torch_peek.argtypes = [ctypes.c_size_t, ctypes.c_void_p, ctypes.c_size_t]
-    shim.recap_torch_peek.restype = ctypes.c_int
-    shim.recap_torch_driver.restype = ctypes.c_int
-    shim.recap_torch_bind_replay.argtypes = [ctypes.c_size_t] * 6
-    shim.recap_torch_bind_replay.restype = ctypes.c_int
-    shim.recap_torch_state_increment.argtypes = [ctypes.c_void_p]
-    shim.recap_torch_state_increment.restype = ctypes.c_uint64
-    shim.recap_torch_plan_create.argtypes = [ctypes.c_void_p, ctypes.c_size_t,
-                                             ctypes.POINTER(ctypes.c_void_p),
-                                             ctypes.POINTER(ctypes.c_uint64)]
-    shim.recap_torch_plan_create.restype = ctypes.c_void_p
-    shim.recap_torch_plan_destroy.argtypes = [ctypes.c_void_p]
-    shim.recap_torch_plan_destroy.restype = None
-    shim.recap_torch_plan_set_exec.argtypes = [ctypes.c_void_p, ctypes.c_void_p]
-    shim.recap_torch_plan_set_exec.restype = None
-    for name in ("recap_torch_plan_states", "recap_torch_plan_replays"):
-        getattr(shim, name).argtypes = [ctypes.c_void_p]
-        getattr(shim, name).restype = ctypes.c_uint64
-    shim.recap_torch_replay.argtypes = [ctypes.c_void_p, ctypes.c_void_p]
-    shim.recap_torch_replay.restype = ctypes.c_int
+    sz, vp, u64 = ctypes.c_size_t, ctypes.c_void_p, ctypes.c_uint64
+    for name, args, res in (
+            ("recap_torch_peek", [sz, vp, sz], ctypes.c_int),
+            ("recap_torch_driver", [], ctypes.c_int),
+            ("recap_torch_bind_state", [sz] * 6, ctypes.c_int),
+            ("recap_torch_bind_graph", [sz] * 3, ctypes.c_int),
+            ("recap_torch_graph_states", [vp, ctypes.POINTER(vp), ctypes.POINTER(u64), sz],
+             ctypes.c_long),
+            ("recap_torch_replay", [vp, vp], ctypes.c_int)):
+        fn = getattr(shim, name)
+        fn.argtypes, fn.restype = args, res
     if shim.recap_torch_driver() != 0:
-        return _no("the driver's stream memory operations or cuGraphLaunch were not found")
+        return _no("the driver's stream memory operations, context or cuGraphLaunch were not "
+                   "found")
     rtorch.generator(dev)  # binds the state's seed and offset (recap/_torchops.c)
     if not rtorch._torchops_bound:
         return _no("torch's generator fields were not found (recap/_torchops.c unbound)")
     _, seed_at, offset_at = rtorch._torchops_fields
     chain = _find_tensor_chain(dev)
-    count_at = _find_count_at()
-    if chain is None or count_at is None:
-        return _no("a tensor's storage or a graph's generator table was not found")
-    _count_at = count_at
+    table_at = _find_table(dev)
+    if chain is None or table_at is None:
+        return _no("a tensor's storage or a graph's table of states was not found")
 
-    g, s, x, during, after = _probe_capture(dev, orig)
-    if during is None or after is None or _peek(_cpp(g) + count_at) != 2:
-        return _no("the probe capture's table or state could not be read")
+    # A graph drawing from a fresh state s; torch's capture_begin registers the default
+    # generator's state beside it.
+    gen = torch.cuda.default_generators[dev]
+    s = gen.clone_state()
+    g = torch.cuda.CUDAGraph()
+    torch._C._CUDAGraph.register_generator_state(g, s)
+    st, home = _state_ptr(s), _state_ptr(gen)
+    x = torch.empty(4096, device=dev)
+    seen = {}
+
+    def draw():
+        torch.rand(4096, device=dev, generator=s, out=x)
+        seen["during"] = _peek_bytes(st, 128)
+
+    _capture(g, dev, orig, draw)
+    during, after = seen.get("during"), _peek_bytes(st, 128)
     seed = (0x5EED_7A11_0000_0000 | (os.getpid() & 0xFFFF)) & ((1 << 63) - 1)
     base = 4 * 1021
     s.set_state(torch.frombuffer(bytearray(rtorch._pack(seed, base)), dtype=torch.uint8))
     orig["replay"](g)  # torch's own: writes seed and base into the state's device tensors
     want = x.clone()
-    inc = rtorch._state_bytes(s.get_state())
-    inc = int.from_bytes(inc[8:], "little") - base
+    inc = int.from_bytes(rtorch._state_bytes(s.get_state())[8:], "little") - base
     torch.cuda.synchronize(dev)
-    if inc <= 0:
-        return _no("the probe graph drew nothing")
+    if during is None or after is None or inc <= 0:
+        return _no("the probe graph drew nothing, or its state could not be read")
+    if sorted(graph_states(g) or []) != sorted({(st, inc), (home, 0)}):
+        return _no("the probe graph's table did not read as its registrations")
     intra = [k for k in range(offset_at + 8, min(offset_at + 64, len(during) - 8), 8)
              if _u64(during, k) == inc and _u64(after, k) == inc]
     if len(intra) != 1:
         return _no("the state's in-graph increment was not found")
-    flag = [k for k in range(intra[0] + 8, min(intra[0] + 16, len(during))) if during[k] == 1 and after[k] == 0]
+    flag = [k for k in range(intra[0] + 8, min(intra[0] + 16, len(during)))
+            if during[k] == 1 and after[k] == 0]
     if len(flag) != 1:
         return _no("the state's capture flag was not found")
-    st = _state_ptr(s)
+
+    # The exec and the flag saying it exists: a kept graph not instantiated yet has no exec.
+    cpp = _cpp(g)
+    exec_at = [k for k in range(0, 64, 8) if _peek(cpp + k) == g.raw_cuda_graph_exec()]
+    kept = torch.cuda.CUDAGraph(keep_graph=True)
+    _capture(kept, dev, orig, lambda: x.add_(1))
+    if len(exec_at) != 1:
+        return _no("the graph's exec was not found")
+    before = _peek_bytes(_cpp(kept), exec_at[0] + 24)
+    torch._C._CUDAGraph.instantiate(kept)
+    later, mine = _peek_bytes(_cpp(kept), exec_at[0] + 24), _peek_bytes(cpp, exec_at[0] + 24)
+    has = [b for b in range(exec_at[0] + 8, exec_at[0] + 24)
+           if before and later and mine and before[b] == 0 and later[b] == 1 and mine[b] == 1]
+    if len(has) != 1 or shim.recap_torch_bind_graph(table_at, exec_at[0], has[0]) != 0:
+        return _no("the flag saying a graph has an exec was not found")
+
+    # The state's device tensors: the two words leading to seed and base on the device.
     storage_at, data_at = chain
     blocks = [(b["address"], b["size"]) for seg in torch.cuda.memory_snapshot()
               for b in seg.get("blocks", ()) if b.get("state") == "active_allocated"]
@@ -226,79 +272,54 @@ def _bind(dev: int, orig) -> bool:
         a = _peek(q + data_at) if q is not None else None
         v = _read_dev(a, blocks) if a else None
         if v in (seed, base) and v not in ext:
-            ext[v] = k
+            ext[v] = (k, a)
     if set(ext) != {seed, base} or \
-            shim.recap_torch_bind_replay(intra[0], flag[0], ext[seed], ext[base], storage_at,
-                                         data_at) != 0:
+            shim.recap_torch_bind_state(intra[0], flag[0], ext[seed][0], ext[base][0],
+                                        storage_at, data_at) != 0:
         return _no("the state's device tensors were not found")
 
-    # The proof: the same replay through a plan draws what torch's drew, and leaves the offset.
+    # The proof: from the same state, with its device tensors cleared, a replay through recap
+    # draws what torch's drew and leaves the same offset.
     _raw_stream = torch._C._cuda_getCurrentRawStream
     _get_device = torch._C._cuda_getDevice
     _replay_fn = shim.recap_torch_replay
     s.set_state(torch.frombuffer(bytearray(rtorch._pack(seed, base)), dtype=torch.uint8))
+    for _, a in ext.values():
+        _dev_tensor(a).zero_()
     x.zero_()
-    plan = _make_plan(g, [st], dev)
-    if plan is None:
-        return _no("no plan could be made for the probe graph")
-    rc = plan.replay()
+    rc = _replay_fn(cpp, _raw_stream(dev))
     if rc != 0:
-        return _no(f"a replay through the plan failed ({rc})")
+        return _no(f"a replay through recap failed ({rc})")
     torch.cuda.synchronize(dev)
     got = rtorch._state_bytes(s.get_state())
     if not torch.equal(x, want) or got != rtorch._pack(seed, base + inc):
-        return _no("a replay through the plan did not match torch's")
+        return _no("a replay through recap did not match torch's")
     return True
 
 
 class _Plan:
-    """A graph's replay plan (recap_torch_plan_t), freed with it."""
+    """A graph recap replays: its C++ object and capture device. The table and exec are read
+    at each replay (recap_torch_replay)."""
 
-    __slots__ = ("ptr", "device", "exec_known", "__weakref__")
+    __slots__ = ("cpp", "device", "replays")
 
-    def __init__(self, ptr: int, device: int, exec_known: bool) -> None:
-        self.ptr = ptr
+    def __init__(self, graph, device: int) -> None:
+        self.cpp = _cpp(graph)
         self.device = device
-        self.exec_known = exec_known
+        self.replays = 0
 
     def replay(self) -> int:
         """0 when replayed; -1 when torch's replay must run; else the driver's error."""
         if _get_device() != self.device:
-            return -1
-        return _replay_fn(self.ptr, _raw_stream(self.device))
-
-    def set_exec(self, exec_: int) -> None:
-        _shim.recap_torch_plan_set_exec(self.ptr, exec_)
-        self.exec_known = True
-
-    @property
-    def states(self) -> int:
-        return _shim.recap_torch_plan_states(self.ptr)
-
-    @property
-    def replays(self) -> int:
-        return _shim.recap_torch_plan_replays(self.ptr)
-
-    def __del__(self) -> None:
-        if self.ptr and _shim is not None:
-            _shim.recap_torch_plan_destroy(self.ptr)
-            self.ptr = 0
-
-
-def _exec_of(graph) -> Optional[int]:
-    try:
-        return graph.raw_cuda_graph_exec() or None
-    except RuntimeError:  # keep_graph=True and not instantiated yet
-        return None
-
-
-def _make_plan(graph, states: List[int], dev: int) -> Optional[_Plan]:
-    incs = [_shim.recap_torch_state_increment(st) for st in states]
-    exec_ = _exec_of(graph)
-    arr = (ctypes.c_void_p * max(1, len(states)))(*states)
-    ptr = _shim.recap_torch_plan_create(exec_, len(states), arr,
-                                        (ctypes.c_uint64 * max(1, len(incs)))(*incs))
-    return _Plan(ptr, dev, exec_ is not None) if ptr else None
+            rc = -1
+        else:
+            rc = _replay_fn(self.cpp, _raw_stream(self.device))
+        if rc == 0:
+            self.replays += 1
+            stats["replays"] += 1
+        elif rc < 0:
+            stats["to_torch"] += 1
+        return rc
 
 
 # ------------------------------------------------------------------ hooks called by recap.torch
@@ -316,39 +337,13 @@ def ready(orig) -> bool:
     return _bound
 
 
-def note_state(graph, gen: torch.Generator) -> None:
-    """A state registered with `graph` from Python, which a plan must account for (kept as the
-    object: its state is read when the capture ends)."""
-    graph.__dict__.setdefault("_recap_known", []).append(gen)
-
-
 def begin(graph, orig) -> None:
-    """Before torch's capture_begin (recap's registrations are noted already): the default
-    generator's state, which torch's capture_begin registers itself."""
-    if not ready(orig):
-        return
-    dev = torch.cuda.current_device()
-    known = graph.__dict__.setdefault("_recap_known", [])
-    known.append(torch.cuda.default_generators[dev].graphsafe_get_state())
-    graph.__dict__["_recap_device"] = dev
-
-
-def end(graph) -> None:
-    """After torch's capture_end: a plan, when every state torch registered is known."""
-    objs = graph.__dict__.pop("_recap_known", None)
-    dev = graph.__dict__.pop("_recap_device", None)
-    if not _bound or objs is None or dev is None:
-        return
-    known = {_state_ptr(o) for o in objs}
-    if 0 in known or _peek(_cpp(graph) + _count_at) != len(known):
-        stats["left_to_torch"] += 1
-        return
-    plan = _make_plan(graph, sorted(known), dev)
-    if plan is None:
-        stats["left_to_torch"] += 1
-        return
-    graph.__dict__["_recap_plan"] = plan
-    stats["plans"] += 1
+    """Before torch's capture_begin: the graph is recap's to replay from now on."""
+    if ready(orig) and "_recap_plan" not in graph.__dict__:
+        plan = _Plan(graph, torch.cuda.current_device())
+        if plan.cpp:
+            graph.__dict__["_recap_plan"] = plan
+            stats["plans"] += 1
 
 
 def plan_of(graph) -> Optional[_Plan]:

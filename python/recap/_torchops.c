@@ -137,23 +137,26 @@ EXPORT recap_status_t recap_torch_state_set(void *fw, void *obj,
  * seed_extragraph_ and offset_extragraph_, which the captured kernels read) and then advances
  * the state's offset by what the graph drew from it: about 14 us of host time per state, whether
  * the graph drew from it or not. recap registers every live tracker state before a capture (no
- * draw can be registered once it has begun), so a graph that draws from one of eight states
- * would pay for eight. Here a replay writes the seed and offset of the states the graph drew
- * from, with two stream memory writes each (no kernel), advances those offsets as torch does,
- * and launches the graph; states it did not draw from are left as torch would leave them (an
- * increment of 0 changes nothing but their device tensors, which no other graph reads before
- * its own prologue writes them).
+ * draw can be registered once it has begun), so a graph that draws from one of eight tracker
+ * states would pay for nine (with the default generator's, which torch registers itself). Here
+ * a replay reads the graph's own table of registered states (captured_generator_states_, a
+ * ska::flat_hash_map of state to increment) at each replay, as torch's replay does; writes the
+ * seed and offset of the states with an increment, two stream memory writes each (no kernel);
+ * advances their offsets as torch does; and launches the graph's current exec. States with an
+ * increment of 0 are left as torch would leave them but for their device tensors, which only
+ * graphs that draw from them read, after their own replay wrote them. Nothing is cached between
+ * replays, so an instantiate, reset or capture made any way is followed.
  *
- * recap.torch builds a plan only when it knows every state torch registered with the graph (it
- * compares its count with torch's own) and only after this code, bound to the fields it found,
- * reproduced one of torch's replays exactly. The driver functions come from the library recap
- * uses (RECAP_CUDA_DRIVER, else libcuda.so.1).
+ * recap.torch binds this to the places it found on the running torch, and uses it only after a
+ * probe graph replayed through it drew exactly what torch's replay drew. The driver functions
+ * come from the library recap uses (RECAP_CUDA_DRIVER, else libcuda.so.1).
  */
 /* The driver's types, as cuda.h declares them (this file builds without the CUDA toolkit). */
 typedef int drv_result_t;
 typedef drv_result_t (*write64_fn)(void *stream, uint64_t addr, uint64_t value, unsigned flags);
 typedef drv_result_t (*capturing_fn)(void *stream, int *status);
 typedef drv_result_t (*launch_fn)(void *exec, void *stream);
+typedef drv_result_t (*ctx_fn)(void **ctx);
 enum { CAPTURE_STATUS_NONE = 0 };
 
 static struct {
@@ -161,18 +164,33 @@ static struct {
     write64_fn write64;
     capturing_fn capturing;
     launch_fn launch;
+    ctx_fn current;
 } drv;
 
-/* Where torch keeps what a replay needs, in bytes (recap_torch_bind_replay). */
+/* Where torch keeps what a replay needs, in bytes. */
 static struct {
-    int bound;
+    int state_bound, graph_bound;
     size_t intragraph_at; /* CUDAGeneratorState::offset_intragraph_ (64-bit) */
     size_t capturing_at;  /* CUDAGeneratorState::capturing_ (one byte) */
     size_t seed_ext_at;   /* CUDAGeneratorState::seed_extragraph_ (a TensorImpl pointer) */
     size_t offset_ext_at; /* CUDAGeneratorState::offset_extragraph_ */
     size_t storage_at;    /* TensorImpl's StorageImpl pointer */
     size_t data_at;       /* StorageImpl's data pointer */
+    size_t table_at;      /* CUDAGraph::captured_generator_states_ */
+    size_t exec_at;       /* CUDAGraph::graph_exec_ */
+    size_t has_exec_at;   /* CUDAGraph::has_graph_exec_ (one byte) */
 } rp;
+
+/* ska::flat_hash_map (c10/util/flat_hash_map.h), as recap.torch checks it on the running torch:
+ * the entries, the slot count less one, the fibonacci policy's shift (a byte), max_lookups (a
+ * byte), the load factor (a float), the element count; each entry a distance byte (negative when
+ * empty) and the pair (state pointer, increment), 24 bytes. The array holds slots + max_lookups
+ * entries, the last a sentinel. */
+enum {
+    TABLE_SLOTS_AT = 8, TABLE_LOOKUPS_AT = 17, TABLE_COUNT_AT = 24,
+    ENTRY_BYTES = 24, ENTRY_KEY_AT = 8, ENTRY_VALUE_AT = 16,
+    MAX_TABLE_ENTRIES = 1 << 16, MAX_REPLAY_STATES = 64
+};
 
 /* Copies n bytes at addr, or answers -1 where they cannot be read: recap.torch looks for
  * torch's fields by following words that may not be pointers at all, and must not fault. */
@@ -200,6 +218,7 @@ EXPORT int recap_torch_driver(void)
         return -1;
     *(void **)&drv.write64 = dlsym(lib, "cuStreamWriteValue64_v2");
     *(void **)&drv.capturing = dlsym(lib, "cuStreamIsCapturing");
+    *(void **)&drv.current = dlsym(lib, "cuCtxGetCurrent");
     /* Under LD_PRELOAD, recap's interposed cuGraphLaunch, so that recap sees this launch as it
      * sees torch's (graphs may hold recap's own draws too); CUPTI and the injection front end
      * see the driver's call itself. */
@@ -208,12 +227,13 @@ EXPORT int recap_torch_driver(void)
         *(void **)&drv.launch = dlsym(RTLD_DEFAULT, "cuGraphLaunch");
     if (drv.launch == NULL)
         *(void **)&drv.launch = dlsym(lib, "cuGraphLaunch");
-    drv.ok = drv.write64 && drv.capturing && drv.launch;
+    drv.ok = drv.write64 && drv.capturing && drv.launch && drv.current;
     return drv.ok ? 0 : -1;
 }
 
-EXPORT int recap_torch_bind_replay(size_t intragraph_at, size_t capturing_at, size_t seed_ext_at,
-                                   size_t offset_ext_at, size_t storage_at, size_t data_at)
+/* The state's fields (recap_torch_bind must have bound seed and offset). */
+EXPORT int recap_torch_bind_state(size_t intragraph_at, size_t capturing_at, size_t seed_ext_at,
+                                  size_t offset_ext_at, size_t storage_at, size_t data_at)
 {
     if (intragraph_at % 8 || seed_ext_at % 8 || offset_ext_at % 8 || storage_at % 8 ||
         data_at % 8 || seed_ext_at == offset_ext_at || offset_at == 0)
@@ -224,7 +244,19 @@ EXPORT int recap_torch_bind_replay(size_t intragraph_at, size_t capturing_at, si
     rp.offset_ext_at = offset_ext_at;
     rp.storage_at = storage_at;
     rp.data_at = data_at;
-    rp.bound = 1;
+    rp.state_bound = 1;
+    return 0;
+}
+
+/* The graph's fields: its table, its exec and the flag saying the exec exists. */
+EXPORT int recap_torch_bind_graph(size_t table_at, size_t exec_at, size_t has_exec_at)
+{
+    if (table_at % 8 || exec_at % 8)
+        return -1;
+    rp.table_at = table_at;
+    rp.exec_at = exec_at;
+    rp.has_exec_at = has_exec_at;
+    rp.graph_bound = 1;
     return 0;
 }
 
@@ -236,7 +268,8 @@ static uint64_t word(const void *base, size_t at)
     return v;
 }
 
-/* The device address of a one-element tensor held as a TensorImpl pointer at st + at. */
+/* The device address of a one-element tensor held as a TensorImpl pointer at st + at (0 for
+ * an undefined tensor, whose storage is empty). */
 static uint64_t tensor_data(const uint8_t *st, size_t at)
 {
     const void *impl = (const void *)(uintptr_t)word(st, at), *storage;
@@ -247,115 +280,92 @@ static uint64_t tensor_data(const uint8_t *st, size_t at)
     return storage ? word(storage, rp.data_at) : 0;
 }
 
-typedef struct recap_torch_entry {
-    uint8_t *state;      /* the at::CUDAGeneratorState */
-    uint64_t increment;  /* what the graph draws from it per replay */
-    uint64_t seed_dev;   /* its seed_extragraph_'s device address */
-    uint64_t offset_dev; /* its offset_extragraph_'s */
-} recap_torch_entry_t;
-
-typedef struct recap_torch_plan {
-    void *exec; /* the graph's CUgraphExec, NULL until instantiated */
-    uint64_t replays;
-    size_t n;
-    recap_torch_entry_t entries[];
-} recap_torch_plan_t;
-
-/* The increment a state drew in the capture that just ended (torch leaves it in the state until
- * its next capture begins). */
-EXPORT uint64_t recap_torch_state_increment(const void *state)
+/* Walks a graph's table: each registered state and its increment, up to cap of them; the
+ * number of states, or -1 when the table does not read as one. */
+static long table_walk(const uint8_t *graph, uint8_t **states, uint64_t *incs, size_t cap)
 {
-    return rp.bound ? word(state, rp.intragraph_at) : 0;
-}
+    const uint8_t *table = graph + rp.table_at;
+    const uint8_t *entries = (const uint8_t *)(uintptr_t)word(table, 0);
+    uint64_t slots = word(table, TABLE_SLOTS_AT) + 1, count = word(table, TABLE_COUNT_AT), i;
+    int8_t lookups;
+    size_t n = 0;
 
-/* A plan for a graph that draws `increments[i]` from `states[i]` (the states whose increment is
- * 0 are left out), or NULL when a state's device tensors are missing or memory ran out. */
-EXPORT recap_torch_plan_t *recap_torch_plan_create(void *exec, size_t n, void *const states[],
-                                                   const uint64_t increments[])
-{
-    recap_torch_plan_t *p;
-    size_t i, k = 0;
+    memcpy(&lookups, table + TABLE_LOOKUPS_AT, 1);
+    if (count == 0)
+        return 0;
+    if (entries == NULL || lookups <= 0 || slots + (uint64_t)lookups > MAX_TABLE_ENTRIES)
+        return -1;
+    for (i = 0; i + 1 < slots + (uint64_t)lookups; i++) {
+        const uint8_t *e = entries + i * ENTRY_BYTES;
 
-    if (!rp.bound || n > 4096)
-        return NULL;
-    p = calloc(1, sizeof(*p) + n * sizeof(p->entries[0]));
-    if (p == NULL)
-        return NULL;
-    p->exec = exec;
-    for (i = 0; i < n; i++) {
-        recap_torch_entry_t *e = &p->entries[k];
-
-        if (increments[i] == 0)
+        if ((int8_t)e[0] < 0)
             continue;
-        e->state = states[i];
-        e->increment = (increments[i] + 3) / 4 * 4; /* as torch's increase() rounds */
-        e->seed_dev = tensor_data(e->state, rp.seed_ext_at);
-        e->offset_dev = tensor_data(e->state, rp.offset_ext_at);
-        if (e->seed_dev == 0 || e->offset_dev == 0) {
-            free(p);
-            return NULL;
+        if (n < cap) {
+            states[n] = (uint8_t *)(uintptr_t)word(e, ENTRY_KEY_AT);
+            incs[n] = word(e, ENTRY_VALUE_AT);
         }
-        k++;
+        n++;
     }
-    p->n = k;
-    return p;
+    return n == count ? (long)n : -1;
 }
 
-EXPORT void recap_torch_plan_destroy(recap_torch_plan_t *p)
+/* The states registered with a C++ CUDAGraph and their increments (what torch's replay walks),
+ * for recap.torch's checks and tests: the count, or -1. */
+EXPORT long recap_torch_graph_states(const void *graph, void **states, uint64_t *incs, size_t cap)
 {
-    free(p);
+    if (!rp.graph_bound)
+        return -1;
+    return table_walk(graph, (uint8_t **)states, incs, cap);
 }
 
-EXPORT void recap_torch_plan_set_exec(recap_torch_plan_t *p, void *exec)
+/* One replay of a C++ CUDAGraph on `stream`: 0 when launched; -1 when torch's own replay must
+ * run instead (nothing done: no exec yet, no current context, the stream captures, a registered
+ * state is in a capture, the table is not read, more states than this handles); else the
+ * driver's error. Offsets advance only once every write is queued, before the launch, as torch
+ * advances them before its own. */
+EXPORT int recap_torch_replay(const void *graph, void *stream)
 {
-    p->exec = exec;
-}
-
-EXPORT size_t recap_torch_plan_states(const recap_torch_plan_t *p)
-{
-    return p->n;
-}
-
-EXPORT uint64_t recap_torch_plan_replays(const recap_torch_plan_t *p)
-{
-    return p->replays;
-}
-
-/* One replay on `stream`: 0 when launched; -1 when torch's own replay must run instead (no
- * exec yet, the stream captures, or a state is in a capture: torch then raises its error);
- * else the driver's error. Offsets advance only once every write is queued. */
-EXPORT int recap_torch_replay(recap_torch_plan_t *p, void *stream)
-{
+    uint8_t *states[MAX_REPLAY_STATES];
+    uint64_t incs[MAX_REPLAY_STATES], seed_dev[MAX_REPLAY_STATES], off_dev[MAX_REPLAY_STATES];
+    void *exec, *ctx = NULL;
     int status = 0;
-    size_t i;
+    long n, i, k = 0;
     drv_result_t rc;
 
-    if (p->exec == NULL || (!drv.ok && recap_torch_driver() != 0))
+    if (!rp.state_bound || !rp.graph_bound || (!drv.ok && recap_torch_driver() != 0))
         return -1;
-    rc = drv.capturing(stream, &status);
-    if (rc != 0)
-        return rc;
-    if (status != CAPTURE_STATUS_NONE)
+    exec = (void *)(uintptr_t)word(graph, rp.exec_at);
+    if (!((const uint8_t *)graph)[rp.has_exec_at] || exec == NULL)
         return -1;
-    for (i = 0; i < p->n; i++)
-        if (p->entries[i].state[rp.capturing_at])
+    if (drv.current(&ctx) != 0 || ctx == NULL || drv.capturing(stream, &status) != 0 ||
+        status != CAPTURE_STATUS_NONE)
+        return -1;
+    n = table_walk(graph, states, incs, MAX_REPLAY_STATES);
+    if (n < 0 || n > MAX_REPLAY_STATES)
+        return -1;
+    for (i = 0; i < n; i++) {
+        if (states[i] == NULL || states[i][rp.capturing_at])
+            return -1; /* torch's replay raises there */
+        if (incs[i] == 0)
+            continue;
+        seed_dev[k] = tensor_data(states[i], rp.seed_ext_at);
+        off_dev[k] = tensor_data(states[i], rp.offset_ext_at);
+        if (seed_dev[k] == 0 || off_dev[k] == 0)
             return -1;
-    for (i = 0; i < p->n; i++) {
-        const recap_torch_entry_t *e = &p->entries[i];
-
-        rc = drv.write64(stream, e->seed_dev, word(e->state, seed_at), 0);
+        states[k] = states[i];
+        incs[k++] = (incs[i] + 3) / 4 * 4; /* as torch's increase() rounds */
+    }
+    for (i = 0; i < k; i++) {
+        rc = drv.write64(stream, seed_dev[i], word(states[i], seed_at), 0);
         if (rc == 0)
-            rc = drv.write64(stream, e->offset_dev, word(e->state, offset_at), 0);
+            rc = drv.write64(stream, off_dev[i], word(states[i], offset_at), 0);
         if (rc != 0)
             return rc;
     }
-    for (i = 0; i < p->n; i++) {
-        uint64_t off = word(p->entries[i].state, offset_at) + p->entries[i].increment;
+    for (i = 0; i < k; i++) {
+        uint64_t off = word(states[i], offset_at) + incs[i];
 
-        memcpy(p->entries[i].state + offset_at, &off, sizeof(off));
+        memcpy(states[i] + offset_at, &off, sizeof(off));
     }
-    rc = drv.launch(p->exec, stream);
-    if (rc == 0)
-        p->replays++;
-    return rc;
+    return drv.launch(exec, stream);
 }

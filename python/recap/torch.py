@@ -16,11 +16,11 @@ CUDA graphs.
   ``register_generator_state`` in user code. Importing ``recap.megatron`` installs it.
 - Replays: torch replays a graph by writing every registered state's seed and offset to the
   device (two kernels each, drawn from or not), so registering every tracker state would make
-  each replay pay for all of them. ``install()`` also wraps ``replay`` (and ``capture_end``,
-  ``instantiate``, ``reset``, ``register_generator_state``): a graph whose every registered state
-  recap can account for is replayed by recap, which writes only the states the graph draws from
-  (stream memory writes, no kernels) and advances them as torch would (recap/_replay.py says
-  when it steps aside; ``RECAP_TORCH_REPLAY=0`` turns it off).
+  each replay pay for all of them. ``install()`` also wraps ``replay``: a graph captured while
+  recap is installed is replayed by recap, which reads the graph's table of registered states at
+  each replay as torch does, writes only the states the graph draws from (stream memory writes,
+  no kernels) and advances them as torch would (recap/_replay.py says when it steps aside;
+  ``RECAP_TORCH_REPLAY=0`` turns it off).
 """
 from __future__ import annotations
 
@@ -490,38 +490,27 @@ def make_graphed_callables(*args, **kwargs):
 _orig: Dict[str, object] = {}  # torch.cuda.graphs.CUDAGraph's methods before install()
 _install_lock = threading.Lock()
 stats = {"graphs": 0, "states_registered": 0}
-_WRAPPED = ("capture_begin", "capture_end", "replay", "instantiate", "reset",
-            "register_generator_state")
 
 
 def install() -> None:
-    """Registers tracker states with every torch CUDA graph from now on, replays the graphs it
-    can account for itself (recap/_replay.py: only the states a graph draws from cost a replay
-    anything), and makes torch's make_graphed_callables this module's (warm-up and capture
-    inside ``exact_capture``). Idempotent."""
+    """Registers tracker states with every torch CUDA graph from now on, replays those graphs
+    itself where it can (recap/_replay.py: a replay then costs only the states the graph draws
+    from), and makes torch's make_graphed_callables this module's (warm-up and capture inside
+    ``exact_capture``). Idempotent."""
     global _orig_make_graphed_callables
     with _install_lock:
         if _orig:
             return
         from . import _replay
-        _orig_make_graphed_callables = torch.cuda.make_graphed_callables
-        wrapped = functools.wraps(_orig_make_graphed_callables)(make_graphed_callables)
-        torch.cuda.make_graphed_callables = wrapped
-        torch.cuda.graphs.make_graphed_callables = wrapped
         cls = torch.cuda.graphs.CUDAGraph
-        orig = {name: getattr(cls, name) for name in _WRAPPED}
+        orig = {name: getattr(cls, name) for name in ("capture_begin", "capture_end", "replay")}
 
         def capture_begin(self, *args, **kwargs):
             # Outside the capture still: torch's capture_begin primes what is registered.
-            states = registered_states()
             stats["graphs"] += 1
-            stats["states_registered"] += register_with(self, states)
+            stats["states_registered"] += register_with(self, registered_states())
             _replay.begin(self, orig)
             return orig["capture_begin"](self, *args, **kwargs)
-
-        def capture_end(self):
-            orig["capture_end"](self)
-            _replay.end(self)
 
         def replay(self):
             plan = self.__dict__.get("_recap_plan")
@@ -532,29 +521,15 @@ def install() -> None:
                 if rc > 0:
                     raise RuntimeError(f"recap.torch: graph replay failed (CUDA error {rc})")
             orig["replay"](self)
-            if plan is not None and not plan.exec_known:
-                plan.set_exec(self.raw_cuda_graph_exec())  # torch instantiated it just now
 
-        def instantiate(self):
-            orig["instantiate"](self)
-            plan = self.__dict__.get("_recap_plan")
-            if plan is not None:  # a new exec; the one before is destroyed
-                plan.set_exec(self.raw_cuda_graph_exec())
-
-        def reset(self):
-            self.__dict__.pop("_recap_plan", None)
-            orig["reset"](self)
-
-        def register_generator_state(self, generator):
-            _replay.note_state(self, generator)
-            return orig["register_generator_state"](self, generator)
-
-        for name, fn in (("capture_begin", capture_begin), ("capture_end", capture_end),
-                         ("replay", replay), ("instantiate", instantiate), ("reset", reset),
-                         ("register_generator_state", register_generator_state)):
+        for name, fn in (("capture_begin", capture_begin), ("replay", replay)):
             fn.__wrapped__ = orig[name]
             fn.__doc__ = orig[name].__doc__
             setattr(cls, name, fn)
+        _orig_make_graphed_callables = torch.cuda.make_graphed_callables
+        wrapped = functools.wraps(_orig_make_graphed_callables)(make_graphed_callables)
+        torch.cuda.make_graphed_callables = wrapped
+        torch.cuda.graphs.make_graphed_callables = wrapped
         _orig.update(orig)
 
 
@@ -562,8 +537,9 @@ def uninstall() -> None:
     global _orig_make_graphed_callables
     with _install_lock:
         cls = torch.cuda.graphs.CUDAGraph
-        for name, fn in _orig.items():
-            setattr(cls, name, fn)
+        for name in ("capture_begin", "replay"):
+            if name in _orig:
+                setattr(cls, name, _orig[name])
         _orig.clear()
         if _orig_make_graphed_callables is not None:
             torch.cuda.make_graphed_callables = _orig_make_graphed_callables

@@ -201,14 +201,34 @@ class TensorImpl(ctypes.Structure):
     _fields_ = [("header", ctypes.c_uint64 * 2), ("storage", ctypes.POINTER(Storage))]
 
 
+class Entry(ctypes.Structure):
+    """A ska::flat_hash_map entry of (state pointer, increment)."""
+    _fields_ = [("distance", ctypes.c_int8), ("pad", ctypes.c_uint8 * 7), ("key", ctypes.c_void_p),
+                ("value", ctypes.c_uint64)]
+
+
+class Table(ctypes.Structure):
+    _fields_ = [("entries", ctypes.c_void_p), ("slots_minus_one", ctypes.c_uint64),
+                ("shift", ctypes.c_int8), ("lookups", ctypes.c_int8), ("pad", ctypes.c_uint8 * 2),
+                ("load", ctypes.c_float), ("count", ctypes.c_uint64)]
+
+
+class Graph(ctypes.Structure):
+    """A C++ CUDAGraph as torch 2.11 lays out the fields a replay reads."""
+    _fields_ = [("graph", ctypes.c_void_p), ("exec", ctypes.c_void_p), ("has_graph", ctypes.c_uint8),
+                ("ended", ctypes.c_uint8), ("has_exec", ctypes.c_uint8), ("pad", ctypes.c_uint8 * 5),
+                ("capture_id", ctypes.c_uint64), ("table", Table)]
+
+
 @unittest.skipIf(os.environ.get("RECAP_BUILD_TORCHOPS") == "0", "built without the C operations")
 @unittest.skipUnless(os.path.exists(DOUBLE) or os.environ.get("RECAP_CUDA_DOUBLE"),
                      "the CUDA test double is not built (make check builds it)")
 class Replay(unittest.TestCase):
-    """recap_torch_replay against the CUDA test double: the seed and offset of the states a
-    graph draws from reach their device tensors before the launch, offsets advance by the
-    graph's increments as torch's replay advances them, states it does not draw from are left
-    alone, and a replay it cannot do is handed back (-1) with nothing changed."""
+    """recap_torch_replay against the CUDA test double, on graphs laid out as torch's: at each
+    replay it reads the graph's table of registered states; the seed and offset of the states
+    with an increment reach their device tensors, their offsets advance by the increments as
+    torch's replay advances them, the graph's current exec is launched, states without an
+    increment are left alone; a replay it cannot do is handed back (-1) with nothing changed."""
 
     @classmethod
     def setUpClass(cls):
@@ -216,19 +236,12 @@ class Replay(unittest.TestCase):
         sh.recap_torch_bind.argtypes = [ctypes.c_size_t] * 3
         assert sh.recap_torch_bind(*FIELDS) == 0
         assert GenState.seed.offset == State.seed.offset
-        sh.recap_torch_bind_replay.argtypes = [ctypes.c_size_t] * 6
+        sh.recap_torch_bind_state.argtypes = [ctypes.c_size_t] * 6
+        sh.recap_torch_bind_graph.argtypes = [ctypes.c_size_t] * 3
         sh.recap_torch_peek.argtypes = [ctypes.c_size_t, ctypes.c_void_p, ctypes.c_size_t]
-        sh.recap_torch_plan_create.argtypes = [ctypes.c_void_p, ctypes.c_size_t,
-                                               ctypes.POINTER(ctypes.c_void_p),
-                                               ctypes.POINTER(ctypes.c_uint64)]
-        sh.recap_torch_plan_create.restype = ctypes.c_void_p
-        for name in ("recap_torch_plan_destroy", "recap_torch_plan_states",
-                     "recap_torch_plan_replays", "recap_torch_state_increment"):
-            getattr(sh, name).argtypes = [ctypes.c_void_p]
-        for name in ("recap_torch_plan_states", "recap_torch_plan_replays",
-                     "recap_torch_state_increment"):
-            getattr(sh, name).restype = ctypes.c_uint64
-        sh.recap_torch_plan_set_exec.argtypes = [ctypes.c_void_p, ctypes.c_void_p]
+        sh.recap_torch_graph_states.argtypes = [ctypes.c_void_p, ctypes.POINTER(ctypes.c_void_p),
+                                                ctypes.POINTER(ctypes.c_uint64), ctypes.c_size_t]
+        sh.recap_torch_graph_states.restype = ctypes.c_long
         sh.recap_torch_replay.argtypes = [ctypes.c_void_p, ctypes.c_void_p]
         saved = os.environ.get("RECAP_CUDA_DRIVER")
         os.environ["RECAP_CUDA_DRIVER"] = DOUBLE
@@ -240,14 +253,16 @@ class Replay(unittest.TestCase):
             else:
                 os.environ["RECAP_CUDA_DRIVER"] = saved
         cls.cu = cu = ctypes.CDLL(DOUBLE)
-        ctx, cls.stream = ctypes.c_void_p(), ctypes.c_void_p()
+        cls.ctx, cls.stream = ctypes.c_void_p(), ctypes.c_void_p()
         cls.ok(cu.cuInit(0))
-        cls.ok(cu.cuDevicePrimaryCtxRetain(ctypes.byref(ctx), 0))
-        cls.ok(cu.cuCtxSetCurrent(ctx))
+        cls.ok(cu.cuDevicePrimaryCtxRetain(ctypes.byref(cls.ctx), 0))
+        cls.ok(cu.cuCtxSetCurrent(cls.ctx))
         cls.ok(cu.cuStreamCreate(ctypes.byref(cls.stream), 0))
-        cls.ok(sh.recap_torch_bind_replay(GenState.intragraph.offset, GenState.capturing.offset,
-                                          GenState.seed_ext.offset, GenState.offset_ext.offset,
-                                          TensorImpl.storage.offset, Storage.data.offset))
+        cls.ok(sh.recap_torch_bind_state(GenState.intragraph.offset, GenState.capturing.offset,
+                                         GenState.seed_ext.offset, GenState.offset_ext.offset,
+                                         TensorImpl.storage.offset, Storage.data.offset))
+        cls.ok(sh.recap_torch_bind_graph(Graph.table.offset, Graph.exec.offset,
+                                         Graph.has_exec.offset))
 
     @staticmethod
     def ok(rc):
@@ -269,11 +284,10 @@ class Replay(unittest.TestCase):
                                         ctypes.c_size_t(8)))
         return v.value
 
-    def state(self, increment):
-        """A state drawn from in the last capture by `increment`, with its two device tensors."""
+    def state(self):
+        """A generator state with its two device tensors."""
         st = GenState()
         st.seed, st.offset = self.rng.getrandbits(64), 4 * self.rng.getrandbits(40)
-        st.intragraph = increment
         for field in ("seed_ext", "offset_ext"):
             storage = Storage((0, 0), self.dev_alloc())
             impl = TensorImpl((0, 0), ctypes.pointer(storage))
@@ -282,7 +296,7 @@ class Replay(unittest.TestCase):
         self.keep.append(st)
         return st
 
-    def graph(self, marker):
+    def exec_(self, marker):
         """An exec that writes 0xC0FFEE to `marker` (so a launch is seen)."""
         g, e = ctypes.c_void_p(), ctypes.c_void_p()
         self.ok(self.cu.cuStreamBeginCapture_v2(self.stream, 2))  # relaxed
@@ -290,74 +304,98 @@ class Replay(unittest.TestCase):
                                          self.stream))
         self.ok(self.cu.cuStreamEndCapture(self.stream, ctypes.byref(g)))
         self.ok(self.cu.cuGraphInstantiateWithFlags(ctypes.byref(e), g, ctypes.c_uint64(0)))
-        return e
+        return e.value
 
-    def plan(self, exec_, states):
-        incs = [self.shim.recap_torch_state_increment(ctypes.addressof(s)) for s in states]
-        arr = (ctypes.c_void_p * len(states))(*[ctypes.addressof(s) for s in states])
-        p = self.shim.recap_torch_plan_create(exec_, len(states), arr,
-                                              (ctypes.c_uint64 * len(incs))(*incs))
-        self.assertTrue(p)
-        self.addCleanup(self.shim.recap_torch_plan_destroy, p)
-        return p
+    def graph(self, exec_, pairs, slots=16):
+        """A graph object whose table holds (state, increment) pairs at random slots."""
+        lookups = 4
+        entries = (Entry * (slots + lookups))()
+        for e in entries:
+            e.distance = -1
+        entries[-1].distance = 0  # the sentinel
+        for (st, inc), i in zip(pairs, self.rng.sample(range(slots + lookups - 1), len(pairs))):
+            entries[i].distance = self.rng.randrange(lookups)
+            entries[i].key, entries[i].value = ctypes.addressof(st), inc
+        g = Graph(exec=exec_, has_exec=1, ended=1)
+        g.table = Table(ctypes.addressof(entries), slots - 1, 60, lookups, (0, 0), 0.5, len(pairs))
+        self.keep += [entries, g]
+        return g
 
     def ext(self, st, field):
-        impl = TensorImpl.from_address(getattr(st, field))
-        return impl.storage[0].data
+        return TensorImpl.from_address(getattr(st, field)).storage[0].data
+
+    def replay(self, g):
+        return self.shim.recap_torch_replay(ctypes.addressof(g), self.stream)
+
+    def test_the_table_reads_as_registered(self):
+        pairs = [(self.state(), 4 * self.rng.getrandbits(8)) for _ in range(self.rng.randrange(1, 12))]
+        g = self.graph(None, pairs)
+        states, incs = (ctypes.c_void_p * 32)(), (ctypes.c_uint64 * 32)()
+        n = self.shim.recap_torch_graph_states(ctypes.addressof(g), states, incs, 32)
+        self.assertEqual(sorted(zip(states[:n], incs[:n])),
+                         sorted((ctypes.addressof(s), i) for s, i in pairs))
+        g.table.count += 1  # a table that does not read as one
+        self.assertEqual(self.shim.recap_torch_graph_states(ctypes.addressof(g), states, incs, 32),
+                         -1)
 
     def test_replays_write_drawn_states_and_advance_their_offsets(self):
         marker = self.dev_alloc()
-        drawn = [self.state(4 * (1 + self.rng.getrandbits(12))) for _ in range(3)]
-        idle = self.state(0)
-        odd = self.state(6)  # torch rounds increments up to a multiple of 4
-        states = drawn + [idle, odd]
-        self.rng.shuffle(states)
-        p = self.plan(self.graph(marker), states)
-        self.assertEqual(self.shim.recap_torch_plan_states(p), 4)
+        drawn = [(self.state(), 4 * (1 + self.rng.getrandbits(12))) for _ in range(3)]
+        idle = self.state()
+        odd = self.state()  # torch rounds increments up to a multiple of 4
+        g = self.graph(self.exec_(marker), drawn + [(idle, 0), (odd, 6)])
+        drawn.append((odd, 8))
         idle_before = (idle.seed, idle.offset)
         for k in range(1, 21):
             if self.rng.random() < 0.5:  # eager draws between replays
-                s = self.rng.choice(drawn)
-                s.offset += 4 * self.rng.getrandbits(10)
-            before = {id(s): (s.seed, s.offset) for s in drawn + [odd]}
+                self.rng.choice(drawn)[0].offset += 4 * self.rng.getrandbits(10)
+            if k == 10:  # an instantiate: the graph's exec changes
+                g.exec = self.exec_(marker)
+            before = [(s.seed, s.offset) for s, _ in drawn]
             self.ok(self.cu.cuMemsetD32Async(ctypes.c_uint64(marker), 0, ctypes.c_size_t(1),
                                              self.stream))
-            self.assertEqual(self.shim.recap_torch_replay(p, self.stream), 0)
+            self.assertEqual(self.replay(g), 0)
             self.assertEqual(self.dev_read(marker) & 0xFFFFFFFF, 0xC0FFEE)
-            for s in drawn + [odd]:
-                seed, off = before[id(s)]
+            for (s, inc), (seed, off) in zip(drawn, before):
                 self.assertEqual(self.dev_read(self.ext(s, "seed_ext")), seed)
                 self.assertEqual(self.dev_read(self.ext(s, "offset_ext")), off)
-                inc = 8 if s is odd else s.intragraph
                 self.assertEqual((s.seed, s.offset), (seed, off + inc))
             self.assertEqual((idle.seed, idle.offset), idle_before)
-            self.assertEqual(self.shim.recap_torch_plan_replays(p), k)
 
     def test_replays_it_cannot_do_are_handed_back_unchanged(self):
         marker = self.dev_alloc()
-        st = self.state(16)
-        p = self.plan(None, [st])
+        st, idle = self.state(), self.state()
+        g = self.graph(self.exec_(marker), [(st, 16), (idle, 0)])
         before = (st.seed, st.offset)
-        self.assertEqual(self.shim.recap_torch_replay(p, self.stream), -1)  # no exec yet
-        self.shim.recap_torch_plan_set_exec(p, self.graph(marker))
-        st.capturing = 1  # the state is in another capture: torch's replay raises
-        self.assertEqual(self.shim.recap_torch_replay(p, self.stream), -1)
-        st.capturing = 0
-        g = ctypes.c_void_p()
+        g.has_exec = 0  # kept for a later instantiate: torch instantiates at its replay
+        self.assertEqual(self.replay(g), -1)
+        g.has_exec = 1
+        idle.capturing = 1  # a registered state in another capture: torch's replay raises
+        self.assertEqual(self.replay(g), -1)
+        idle.capturing = 0
         self.ok(self.cu.cuStreamBeginCapture_v2(self.stream, 2))
-        self.assertEqual(self.shim.recap_torch_replay(p, self.stream), -1)  # inside a capture
-        self.ok(self.cu.cuStreamEndCapture(self.stream, ctypes.byref(g)))
+        self.assertEqual(self.replay(g), -1)  # inside a capture
+        cg = ctypes.c_void_p()
+        self.ok(self.cu.cuStreamEndCapture(self.stream, ctypes.byref(cg)))
+        self.ok(self.cu.cuCtxSetCurrent(None))
+        try:
+            self.assertEqual(self.replay(g), -1)  # no current context: torch's replay binds one
+        finally:
+            self.ok(self.cu.cuCtxSetCurrent(self.ctx))
+        impl = TensorImpl.from_address(st.offset_ext)
+        kept = ctypes.addressof(impl.storage.contents)
+        impl.storage = None  # an undefined tensor
+        self.assertEqual(self.replay(g), -1)
+        impl.storage = ctypes.pointer(Storage.from_address(kept))
+        g.table.count = 3
+        self.assertEqual(self.replay(g), -1)  # the table does not read
+        g.table.count = 2
         self.assertEqual((st.seed, st.offset), before)
-        self.assertEqual(self.shim.recap_torch_plan_replays(p), 0)
-        self.assertEqual(self.shim.recap_torch_replay(p, self.stream), 0)
+        self.assertEqual(self.replay(g), 0)
         self.assertEqual(st.offset, before[1] + 16)
-
-    def test_a_drawn_state_without_device_tensors_gets_no_plan(self):
-        st = self.state(8)
-        st.offset_ext = None
-        arr = (ctypes.c_void_p * 1)(ctypes.addressof(st))
-        self.assertIsNone(self.shim.recap_torch_plan_create(None, 1, arr,
-                                                            (ctypes.c_uint64 * 1)(8)))
+        g.table.count = 0  # reset: torch's replay raises
+        g.has_exec = 0
+        self.assertEqual(self.replay(g), -1)
 
     def test_peek_reads_memory_and_refuses_what_is_not_mapped(self):
         v = ctypes.c_uint64(self.rng.getrandbits(64))
@@ -366,7 +404,6 @@ class Replay(unittest.TestCase):
         self.assertEqual(out.value, v.value)
         for bad in (8, 1 << 47 | 0x1000):
             self.assertEqual(self.shim.recap_torch_peek(bad, ctypes.byref(out), 8), -1)
-
 
 if __name__ == "__main__":
     unittest.main()

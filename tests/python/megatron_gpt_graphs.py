@@ -140,7 +140,7 @@ def main():
     plans = PLANS.get(("recap", 0.1, True))
     if plans is not None:
         print(f"info  graphed run with recap.megatron: {plans['plans']} graph(s) replayed by "
-              f"recap's plans, {plans['left_to_torch']} left to torch's replay")
+              f"recap, {plans['replays']} replays by recap, {plans['to_torch']} by torch")
     if fails:
         print(f"megatron_gpt_graphs: {len(fails)} check(s) failed")
         sys.exit(1)

@@ -2,17 +2,20 @@
 """recap.torch's graph replays (recap/_replay.py) on a GPU (scripts/gpu-check).
 
 Each case captures a graph whose kernels draw from some of the graph-safe states of a tracker
-that recap registers automatically, then replays it K times with eager draws and state changes
-in between, and compares every output with the same K steps run eagerly from the same start
-(the oracle). Checked as well: which graphs got a plan (only those whose every registration
-recap can account for), that the plan did the replays, and that a state registered behind
-recap's back leaves the graph to torch. Last, per-replay cost: the same graphs replayed by torch
+that recap registers automatically (and from the default generator's own state), then replays
+it K times with eager draws and state resets in between, and compares every output, and every
+state at the end, with the same K steps run eagerly from the same start (the oracle). The cases
+also take the graph through what recap must follow without being told: an instantiate of a kept
+graph, a reset and a new capture from other states, a state registered through torch._C, a
+second graph sharing a state, recap.torch uninstalled and installed again; and a replay inside
+another capture, which torch refuses. Last, per-replay cost: the same graphs replayed by torch
 and by recap, for trackers of S = 1, 4, 8 states of which the graph draws from one.
 Exit status 0 when every check holds.
 """
 import random
 import statistics
 import sys
+import zlib
 
 import torch
 
@@ -45,18 +48,21 @@ class Tracker:
         return list(self.states)
 
 
+HOME = -1  # in `drawn`: the default generator's own state (torch's capture_begin registers it)
+
+
 def body(x, states, drawn):
     """Draws from states[i] for i in drawn (dropout, randn, bernoulli) through torch's default
-    generator, as Megatron's graph-safe tracker does."""
+    generator, as Megatron's graph-safe tracker does; HOME draws from the default state."""
     gen = torch.cuda.default_generators[0]
     home = gen.graphsafe_get_state()
     outs = []
     for j, i in enumerate(drawn):
-        gen.graphsafe_set_state(states[i])
+        gen.graphsafe_set_state(home if i == HOME else states[i])
         if j % 3 == 0:
             outs.append(torch.nn.functional.dropout(x, 0.5))
         elif j % 3 == 1:
-            outs.append(torch.randn(x.numel() + 17 * i, device="cuda"))
+            outs.append(torch.randn(x.numel() + 17 * max(i, 0), device="cuda"))
         else:
             outs.append(torch.bernoulli(torch.full_like(x, 0.3)))
     gen.graphsafe_set_state(home)
@@ -68,95 +74,136 @@ def between(k, states, drawn, rng_seq):
     gen = torch.cuda.default_generators[0]
     home = gen.graphsafe_get_state()
     kind, i = rng_seq[k]
+    pick = drawn[i % len(drawn)]
+    target = home if pick == HOME else states[pick]
     if kind == "draw":
-        gen.graphsafe_set_state(states[drawn[i % len(drawn)]])
+        gen.graphsafe_set_state(target)
         out = torch.rand(1000 + 4 * k, device="cuda")
         gen.graphsafe_set_state(home)
         return out
     if kind == "set":
-        s = states[drawn[i % len(drawn)]]
-        v = s.get_state().clone()
+        v = target.get_state().clone()
         off = int.from_bytes(bytes(v[8:].tolist()), "little") + 4 * 37
         v[8:] = torch.tensor(list(off.to_bytes(8, "little")), dtype=torch.uint8)
-        s.set_state(v)
+        target.set_state(v)
     return None
 
 
-def run_case(name, n_states, drawn, keep_graph=False, sneak=False, second=False):
-    """K graph replays vs K eager steps; returns the graph's plan (or None)."""
-    rng = random.Random(hash(name) & 0xFFFF)
+def capture(g, x, states, drawn):
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.graph(g, stream=side):
+        outs = body(x, states, drawn)
+    torch.cuda.current_stream().wait_stream(side)
+    return outs
+
+
+def drawn_in_table(g):
+    """How many states torch's table says the graph draws from (recap reads the same)."""
+    pairs = _replay.graph_states(g)
+    return None if pairs is None else sum(1 for _, inc in pairs if inc)
+
+
+def run_case(name, n_states, drawn, keep_graph=False, sneak=False, second=False,
+             recapture=None, reinstall=False):
+    """K graph replays vs K eager steps, from the same start, with eager draws and state resets
+    between steps; returns the graph and its plan. recapture: after K // 2 replays, reset the
+    graph and capture it again drawing from these states (eager does the same from there)."""
+    rng = random.Random(zlib.crc32(name.encode()))
     seq = [(rng.choice(["draw", "set", "none"]), rng.randrange(8)) for _ in range(K)]
     tracker = Tracker(n_states, 100 + 10 * n_states)
     states = tracker.states
+    gen = torch.cuda.default_generators[0]
     extra = None
-    if sneak:  # a state the graph draws from, registered where recap cannot see it
-        extra = torch.cuda.default_generators[0].clone_state()
+    if sneak:  # a state registered through torch._C: recap.torch's wrappers do not see it
+        extra = gen.clone_state()
         extra.manual_seed(999)
         states = states + [extra]
         drawn = drawn + [len(states) - 1]
     x = torch.ones(2048, device="cuda")
-    start = [s.get_state() for s in states]
+    everything = states + [gen]
+    start = [s.get_state() for s in everything]
+
+    def now(k):
+        return recapture if recapture is not None and k >= K // 2 else drawn
 
     eager = []
     for k in range(K):
-        eager.append(([o.clone() for o in body(x, states, drawn)],
-                      between(k, states, drawn, seq)))
+        eager.append(([o.clone() for o in body(x, states, now(k))],
+                      between(k, states, now(k), seq)))
         if second:
             eager[-1] += (body(x, states, drawn[:1])[0].clone(),)
-    end_eager = [s.get_state() for s in states]
-    for s, v in zip(states, start):
+    end_eager = [s.get_state() for s in everything]
+    for s, v in zip(everything, start):
         s.set_state(v)
 
     g = torch.cuda.CUDAGraph(keep_graph=keep_graph)
     if extra is not None:
         torch._C._CUDAGraph.register_generator_state(g, extra)
-    side = torch.cuda.Stream()
-    side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.graph(g, stream=side):
-        outs = body(x, states, drawn)
+    outs = capture(g, x, states, drawn)
     g2 = outs2 = None
     if second:  # a second graph drawing from the first drawn state, replayed in turn
         g2 = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(g2, stream=side):
-            outs2 = body(x, states, drawn[:1])
+        outs2 = capture(g2, x, states, drawn[:1])
     same = True
     for k in range(K):
+        if recapture is not None and k == K // 2:
+            g.reset()
+            outs = capture(g, x, states, recapture)
+        if keep_graph and k == K // 2:
+            g.instantiate()  # a new exec
+        if reinstall and k == K // 3:
+            rt.uninstall()
+        if reinstall and k == 2 * K // 3:
+            rt.install()
         g.replay()
         got = [o.clone() for o in outs]
-        mid = between(k, states, drawn, seq)
+        mid = between(k, states, now(k), seq)
         want_outs, want_mid = eager[k][0], eager[k][1]
         same &= all(torch.equal(a, b) for a, b in zip(got, want_outs))
         same &= (mid is None) == (want_mid is None) and (mid is None or torch.equal(mid, want_mid))
         if second:
             g2.replay()
             same &= torch.equal(outs2[0], eager[k][2])
-    same &= all(torch.equal(a.get_state(), b) for a, b in zip(states, end_eager))
+    same &= all(torch.equal(a.get_state(), b) for a, b in zip(everything, end_eager))
     check(same, f"{name}: {K} replays = {K} eager steps, and the states end where eager left them")
     g._keep = (tracker, x, outs, g2, outs2)
-    return g, _replay.plan_of(g)
+    return g, _replay.plan_of(g), g2
 
 
 def correctness():
     check(_replay.ready(rt._orig), "recap.torch bound its replay to this torch (probe replay "
-          f"through a plan = torch's replay){': ' + _replay.why if _replay.why else ''}")
-    g, p = run_case("8 states, draws from 1", 8, [5])
-    check(p is not None and p.states == 1 and p.replays == K,
-          f"plan: 1 state written per replay, {K} replays by recap "
-          f"(got {p and p.states}, {p and p.replays})")
-    g, p = run_case("4 states, draws from 3 (one twice)", 4, [0, 2, 3, 2])
-    check(p is not None and p.states == 3 and p.replays == K, "plan: the 3 states drawn from")
-    g, p = run_case("keep_graph=True (torch instantiates at the first replay)", 3, [1],
-                    keep_graph=True)
-    check(p is not None and p.replays == K - 1, "plan: torch's replay first, recap's after it")
-    g, p = run_case("two graphs sharing a state, replayed in turn", 4, [1, 3], second=True)
-    check(p is not None and p.replays == K, "plan: both graphs")
-    before = _replay.stats["left_to_torch"]
-    g, p = run_case("a state registered behind recap's back", 3, [0], sneak=True)
-    check(p is None and _replay.stats["left_to_torch"] == before + 1,
-          "no plan when torch's table holds a state recap does not know: torch replays it")
+          f"through recap = torch's replay){': ' + _replay.why if _replay.why else ''}")
+    g, p, _ = run_case("8 states, draws from 1", 8, [5])
+    check(p is not None and p.replays == K and drawn_in_table(g) == 1,
+          f"recap did the {K} replays; the table says 1 state drawn from "
+          f"(got {p and p.replays}, {drawn_in_table(g)})")
+    g, p, _ = run_case("4 states, draws from 3 (one twice) and the default state", 4,
+                       [0, 2, 3, 2, HOME])
+    check(p is not None and p.replays == K and drawn_in_table(g) == 4,
+          "recap did the replays; 4 states drawn from")
+    g, p, _ = run_case("keep_graph=True (instantiated at the first replay, again halfway)", 3,
+                       [1], keep_graph=True)
+    check(p is not None and p.replays == K - 1, "torch's replay first (it instantiates), recap's "
+          f"after it, across the new exec (got {p and p.replays})")
+    g, p, g2 = run_case("two graphs sharing a state, replayed in turn", 4, [1, 3], second=True)
+    p2 = _replay.plan_of(g2)
+    check(p is not None and p2 is not None and p.replays == K and p2.replays == K,
+          "recap replayed both graphs")
+    g, p, _ = run_case("a state registered through torch._C", 3, [0], sneak=True)
+    check(p is not None and p.replays == K and drawn_in_table(g) == 2,
+          "recap replayed it, the state it was not told of included (read from torch's table)")
+    g, p, _ = run_case("reset and captured again from other states halfway", 5, [0, 1],
+                       recapture=[3, HOME])
+    check(p is not None and p.replays == K, "recap replayed both captures")
+    g, p, _ = run_case("recap.torch uninstalled and installed again in between", 2, [1],
+                       reinstall=True)
+    check(p is not None and p.replays == K - (2 * K // 3 - K // 3),
+          "torch's replay while uninstalled, recap's before and after")
 
-    g, p = run_case("1 state", 1, [0])
+    g, p, _ = run_case("1 state", 1, [0])
     refused = None
+    before = p.replays if p is not None else None
     try:
         g3 = torch.cuda.CUDAGraph()
         s = torch.cuda.Stream()
@@ -172,7 +219,7 @@ def correctness():
     except RuntimeError as e:
         refused = str(e).splitlines()[0]
     torch.cuda.synchronize()
-    check(refused is not None and p is not None and p.replays == K,
+    check(refused is not None and p is not None and p.replays == before,
           f"a replay inside a capture goes to torch, which refuses it ({refused})")
 
 
@@ -207,7 +254,8 @@ def bench():
             y = body(x, tracker.states, [0])
         g._keep = (tracker, x, y)
         p = _replay.plan_of(g)
-        check(p is not None and p.states == 1, f"S={n}: the graph has a plan for 1 state")
+        check(p is not None and drawn_in_table(g) == 1,
+              f"S={n}: recap replays the graph, which draws from 1 state")
         pairs = [(replay_us(lambda: torch._C._CUDAGraph.replay(g), reps=1000, rounds=3),
                   replay_us(g.replay, reps=1000, rounds=3)) for _ in range(5)]  # interleaved
         t = statistics.median(a for a, _ in pairs)
