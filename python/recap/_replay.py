@@ -94,11 +94,12 @@ def graph_states(graph) -> Optional[List[Tuple[int, int]]]:
 
 def _find_tensor_chain(dev: int):
     """Where a TensorImpl keeps its StorageImpl pointer and a StorageImpl its data pointer:
-    the (storage_at, data_at) that lead from three tensors' TensorImpl (Tensor._cdata) to their
+    the (storage_at, data_at) that lead from five tensors' TensorImpl (Tensor._cdata) to their
     data_ptr()."""
     found = None
     for t in (torch.empty(3, device=dev), torch.empty(1000, dtype=torch.int64, device=dev),
-              torch.zeros(7, dtype=torch.uint8, device=dev)):
+              torch.zeros(7, dtype=torch.uint8, device=dev), torch.ones(1, device=dev),
+              torch.empty(4097, dtype=torch.float16, device=dev)):
         here = set()
         for s in range(8, 256, 8):
             p = _peek(t._cdata + s)
@@ -113,33 +114,33 @@ def _find_tensor_chain(dev: int):
 
 
 def _find_table(dev: int) -> Optional[int]:
-    """Where a C++ CUDAGraph keeps its table of registered states: the word that counts 0, 1,
-    2, 3 in four graphs holding that many is the table's element count; bound there, the table
-    must then read back exactly the states registered, in graphs of 0 to 9."""
+    """Where a C++ CUDAGraph keeps its table of registered states: a word of the object that
+    counts 0, 1, 3, 6, 9 in five graphs holding that many states is the table's element count
+    if, bound there, the table reads back exactly the states registered in each graph (words
+    past the object belong to its heap neighbours and may count by chance: the read-back
+    decides)."""
     reg = torch._C._CUDAGraph.register_generator_state
     gen = torch.cuda.default_generators[dev]
     states = [gen.clone_state() for _ in range(9)]
-    graphs = [torch.cuda.CUDAGraph() for _ in range(4)]
-    for n, g in enumerate(graphs):
+    sizes = (0, 1, 3, 6, 9)
+    graphs = [torch.cuda.CUDAGraph() for _ in sizes]
+    for n, g in zip(sizes, graphs):
         for s in states[:n]:
             reg(g, s)
     objs = [_cpp(g) for g in graphs]
     if not all(objs):
         return None
-    hits = [k for k in range(0, 512, 8) if [_peek(o + k) for o in objs] == [0, 1, 2, 3]]
-    if len(hits) != 1 or hits[0] < _TABLE_COUNT_AT:
-        return None
-    table_at = hits[0] - _TABLE_COUNT_AT
-    if _shim.recap_torch_bind_graph(table_at, 0, 0) != 0:
-        return None
-    big = torch.cuda.CUDAGraph()
-    for s in states:
-        reg(big, s)
-    for g, members in zip(graphs + [big], [states[:n] for n in range(4)] + [states]):
-        got = graph_states(g)
-        if got is None or sorted(got) != sorted((_state_ptr(s), 0) for s in members):
+    want = [sorted((_state_ptr(s), 0) for s in states[:n]) for n in sizes]
+    for k in range(_TABLE_COUNT_AT, 256, 8):
+        if [_peek(o + k) for o in objs] != list(sizes):
+            continue
+        table_at = k - _TABLE_COUNT_AT
+        if _shim.recap_torch_bind_graph(table_at, 0, 0) != 0:
             return None
-    return table_at
+        got = [graph_states(g) for g in graphs]
+        if all(x is not None and sorted(x) == w for x, w in zip(got, want)):
+            return table_at
+    return None
 
 
 def _capture(g, dev: int, orig, fn) -> None:

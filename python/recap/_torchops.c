@@ -280,24 +280,42 @@ static uint64_t tensor_data(const uint8_t *st, size_t at)
     return storage ? word(storage, rp.data_at) : 0;
 }
 
+/* Reads n bytes at addr: directly on the replay path (the places are bound and checked), or
+ * through recap_torch_peek while recap.torch is still looking for them, when a word taken for
+ * the table's entries may point anywhere. */
+static int get(int safe, const uint8_t *addr, void *out, size_t n)
+{
+    if (safe)
+        return recap_torch_peek((uintptr_t)addr, out, n);
+    memcpy(out, addr, n);
+    return 0;
+}
+
 /* Walks a graph's table: each registered state and its increment, up to cap of them; the
  * number of states, or -1 when the table does not read as one. */
-static long table_walk(const uint8_t *graph, uint8_t **states, uint64_t *incs, size_t cap)
+static long table_walk(const uint8_t *graph, uint8_t **states, uint64_t *incs, size_t cap,
+                       int safe)
 {
-    const uint8_t *table = graph + rp.table_at;
-    const uint8_t *entries = (const uint8_t *)(uintptr_t)word(table, 0);
-    uint64_t slots = word(table, TABLE_SLOTS_AT) + 1, count = word(table, TABLE_COUNT_AT), i;
+    uint8_t head[TABLE_COUNT_AT + 8], e[ENTRY_BYTES];
+    const uint8_t *entries;
+    uint64_t slots, count, i;
     int8_t lookups;
     size_t n = 0;
 
-    memcpy(&lookups, table + TABLE_LOOKUPS_AT, 1);
+    if (get(safe, graph + rp.table_at, head, sizeof(head)) != 0)
+        return -1;
+    entries = (const uint8_t *)(uintptr_t)word(head, 0);
+    slots = word(head, TABLE_SLOTS_AT) + 1;
+    count = word(head, TABLE_COUNT_AT);
+    memcpy(&lookups, head + TABLE_LOOKUPS_AT, 1);
     if (count == 0)
         return 0;
-    if (entries == NULL || lookups <= 0 || slots + (uint64_t)lookups > MAX_TABLE_ENTRIES)
+    if (entries == NULL || lookups <= 0 || slots == 0 ||
+        slots + (uint64_t)lookups > MAX_TABLE_ENTRIES)
         return -1;
     for (i = 0; i + 1 < slots + (uint64_t)lookups; i++) {
-        const uint8_t *e = entries + i * ENTRY_BYTES;
-
+        if (get(safe, entries + i * ENTRY_BYTES, e, sizeof(e)) != 0)
+            return -1;
         if ((int8_t)e[0] < 0)
             continue;
         if (n < cap) {
@@ -310,12 +328,13 @@ static long table_walk(const uint8_t *graph, uint8_t **states, uint64_t *incs, s
 }
 
 /* The states registered with a C++ CUDAGraph and their increments (what torch's replay walks),
- * for recap.torch's checks and tests: the count, or -1. */
+ * read without trusting the bound places (recap.torch checks them with it; tests): the count,
+ * or -1. */
 EXPORT long recap_torch_graph_states(const void *graph, void **states, uint64_t *incs, size_t cap)
 {
     if (!rp.graph_bound)
         return -1;
-    return table_walk(graph, (uint8_t **)states, incs, cap);
+    return table_walk(graph, (uint8_t **)states, incs, cap, 1);
 }
 
 /* One replay of a C++ CUDAGraph on `stream`: 0 when launched; -1 when torch's own replay must
@@ -340,7 +359,7 @@ EXPORT int recap_torch_replay(const void *graph, void *stream)
     if (drv.current(&ctx) != 0 || ctx == NULL || drv.capturing(stream, &status) != 0 ||
         status != CAPTURE_STATUS_NONE)
         return -1;
-    n = table_walk(graph, states, incs, MAX_REPLAY_STATES);
+    n = table_walk(graph, states, incs, MAX_REPLAY_STATES, 0);
     if (n < 0 || n > MAX_REPLAY_STATES)
         return -1;
     for (i = 0; i < n; i++) {

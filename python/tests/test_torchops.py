@@ -337,6 +337,10 @@ class Replay(unittest.TestCase):
         g.table.count += 1  # a table that does not read as one
         self.assertEqual(self.shim.recap_torch_graph_states(ctypes.addressof(g), states, incs, 32),
                          -1)
+        for bad in (0x10, 1 << 47 | 0x1000):  # words taken for a table while probing: no fault
+            g.table.entries = bad
+            self.assertEqual(
+                self.shim.recap_torch_graph_states(ctypes.addressof(g), states, incs, 32), -1)
 
     def test_replays_write_drawn_states_and_advance_their_offsets(self):
         marker = self.dev_alloc()
