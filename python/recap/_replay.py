@@ -23,13 +23,17 @@ what torch's own replay drew and left the same offset. torch's Python-level repl
 plain call to the C++ one (later torch adds bookkeeping there). Any doubt leaves torch's replay
 in place, and ``why`` says what; ``RECAP_TORCH_REPLAY=0`` turns it off. A replay it cannot do
 (no exec yet, inside a capture, no current context, another device) goes to torch's replay, which
-raises where torch raises.
+raises where torch raises. One difference stays: torch also rewrites the device tensors of
+states the graph did not draw from; a graph that draws from a state whose increment is 0 in its
+table (torch sets 0 when a state is registered again after the capture, and then repeats that
+state's numbers at every replay) reads whatever those tensors last held instead.
 """
 from __future__ import annotations
 
 import ctypes
 import os
 import threading
+import weakref
 from typing import List, Optional, Tuple
 
 import torch
@@ -84,6 +88,8 @@ def _state_ptr(gen: torch.Generator) -> int:
 
 def graph_states(graph) -> Optional[List[Tuple[int, int]]]:
     """The (state, increment) pairs torch's table holds for ``graph``, or None."""
+    if _shim is None:
+        return None
     cap = 256
     states, incs = (ctypes.c_void_p * cap)(), (ctypes.c_uint64 * cap)()
     n = _shim.recap_torch_graph_states(_cpp(graph), states, incs, cap)
@@ -205,9 +211,11 @@ def _bind(dev: int, orig) -> bool:
         return _no("torch's generator fields were not found (recap/_torchops.c unbound)")
     _, seed_at, offset_at = rtorch._torchops_fields
     chain = _find_tensor_chain(dev)
+    if chain is None:
+        return _no("where a tensor keeps its storage and data was not found")
     table_at = _find_table(dev)
-    if chain is None or table_at is None:
-        return _no("a tensor's storage or a graph's table of states was not found")
+    if table_at is None:
+        return _no("a graph's table of registered states was not found")
 
     # A graph drawing from a fresh state s; torch's capture_begin registers the default
     # generator's state beside it.
@@ -302,16 +310,17 @@ class _Plan:
     """A graph recap replays: its C++ object and capture device. The table and exec are read
     at each replay (recap_torch_replay)."""
 
-    __slots__ = ("cpp", "device", "replays")
+    __slots__ = ("graph", "cpp", "device", "replays")
 
     def __init__(self, graph, device: int) -> None:
+        self.graph = weakref.ref(graph)  # the C++ object lives as long as the Python one
         self.cpp = _cpp(graph)
         self.device = device
         self.replays = 0
 
     def replay(self) -> int:
         """0 when replayed; -1 when torch's replay must run; else the driver's error."""
-        if _get_device() != self.device:
+        if _get_device() != self.device or self.graph() is None:
             rc = -1
         else:
             rc = _replay_fn(self.cpp, _raw_stream(self.device))
@@ -342,7 +351,9 @@ def begin(graph, orig) -> None:
     """Before torch's capture_begin: the graph is recap's to replay from now on."""
     if ready(orig) and "_recap_plan" not in graph.__dict__:
         plan = _Plan(graph, torch.cuda.current_device())
-        if plan.cpp:
+        # The replay reads the object directly: only where its table reads safely as one (a
+        # subclass laid out otherwise is left to torch).
+        if plan.cpp and graph_states(graph) is not None:
             graph.__dict__["_recap_plan"] = plan
             stats["plans"] += 1
 

@@ -102,6 +102,8 @@ def _torchops():
         return None
     shim.recap_torch_bind.argtypes = [ctypes.c_size_t] * 3
     shim.recap_torch_bind.restype = ctypes.c_int
+    shim.recap_torch_peek.argtypes = [ctypes.c_size_t, ctypes.c_void_p, ctypes.c_size_t]
+    shim.recap_torch_peek.restype = ctypes.c_int
     for name in ("recap_torch_state_get", "recap_torch_state_set"):
         fn = getattr(shim, name)
         fn.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_char_p]
@@ -110,34 +112,42 @@ def _torchops():
     return shim
 
 
-def _word(addr: int) -> int:
-    return ctypes.c_uint64.from_address(addr).value
+def _word(shim, addr: int) -> Optional[int]:
+    """The 64-bit word at addr, or None where it cannot be read (recap_torch_peek never
+    faults: the words searched below lie partly past the objects, in their heap neighbours)."""
+    buf = ctypes.c_uint64()
+    if addr < 1 << 12 or shim.recap_torch_peek(addr, ctypes.byref(buf), 8) != 0:
+        return None
+    return buf.value
 
 
-def _find_fields(g: torch.Generator):
+def _find_fields(shim, g: torch.Generator) -> List[tuple]:
     """Where an at::CUDAGeneratorImpl keeps its state pointer, and where that at::CUDAGeneratorState
-    keeps seed_ and philox_offset_per_thread_, on this torch: (state, seed, offset) in bytes, or
-    None. The state pointer is the one word that two views of one state (``g`` and its
-    graphsafe_get_state()) share and a clone_state() does not; only that word is followed. The
-    two fields are the words of the state equal to values set through torch's API, twice."""
+    keeps seed_ and philox_offset_per_thread_, on this torch: the candidate (state, seed, offset)
+    triples in bytes. A state pointer is a word that two views of one state (``g`` and its
+    graphsafe_get_state()) share and a clone_state() does not; the two fields are the words of
+    the object it points to equal to values set through torch's API, twice. Words past the impl
+    (its heap neighbours) may pass the first test by chance, not the second; the caller keeps the
+    first candidate whose reads and writes agree with torch's (TorchGenerator._check_fast)."""
     views = (g, g.graphsafe_get_state(), g.clone_state())
     a, b, d = (_impl(v) for v in views)
-    span = range(8, 200, 8)  # inside the impl objects (and the allocator's memory after them)
-    shared = [k for k in span if _word(a + k) == _word(b + k) != _word(d + k)
-              and _word(a + k) % 8 == 0 and _word(a + k) > 1 << 16]
-    if len(shared) != 1:
-        return None
-    state_at = shared[0]
-    st = _word(a + state_at)
-    found = None
-    for seed, offset in ((0x5EED_0000_1234_ABCD, 4096 + 12), (0x1234_5678, 8)):
-        g.set_state(torch.frombuffer(bytearray(_pack(seed, offset)), dtype=torch.uint8))
-        seeds = [k for k in range(0, 64, 8) if _word(st + k) == seed]
-        offsets = [k for k in range(0, 64, 8) if _word(st + k) == offset]
-        if len(seeds) != 1 or len(offsets) != 1 or found not in (None, (seeds[0], offsets[0])):
-            return None
-        found = (seeds[0], offsets[0])
-    return (state_at,) + found
+    out = []
+    for k in range(8, 200, 8):
+        wa, wb, wd = (_word(shim, x + k) for x in (a, b, d))
+        if wa is None or wa != wb or wa == wd or wa % 8 or wa <= 1 << 16:
+            continue
+        found = None
+        for seed, offset in ((0x5EED_0000_1234_ABCD, 4096 + 12), (0x1234_5678, 8)):
+            g.set_state(torch.frombuffer(bytearray(_pack(seed, offset)), dtype=torch.uint8))
+            seeds = [j for j in range(0, 64, 8) if _word(shim, wa + j) == seed]
+            offsets = [j for j in range(0, 64, 8) if _word(shim, wa + j) == offset]
+            if len(seeds) != 1 or len(offsets) != 1 or found not in (None, (seeds[0], offsets[0])):
+                found = None
+                break
+            found = (seeds[0], offsets[0])
+        if found is not None:
+            out.append((k,) + found)
+    return out
 
 
 def _impl(gen: torch.Generator) -> int:
@@ -197,9 +207,14 @@ class TorchGenerator:
         saved = self.torch_generator.get_state()
         try:
             if _torchops_bound is None:
-                fields = _find_fields(self.torch_generator) if self._ctx.impl else None
-                _torchops_bound = bool(fields) and shim.recap_torch_bind(*fields) == 0
-                _torchops_fields = fields if _torchops_bound else None
+                _torchops_bound = False
+                for fields in (_find_fields(shim, self.torch_generator)
+                               if self._ctx.impl else []):
+                    _torchops_fields = fields
+                    if shim.recap_torch_bind(*fields) == 0 and self._check_fast(shim):
+                        _torchops_bound = True
+                        break
+                    _torchops_fields = None
             ok = _torchops_bound and self._check_fast(shim)
         except Exception:  # noqa: BLE001 - any surprise means: not on this torch
             ok = False
@@ -221,10 +236,16 @@ class TorchGenerator:
         the default generator and on a graph-safe state object (the caller restores the
         generator)."""
         g = self.torch_generator
+        state_at, seed_at, offset_at = _torchops_fields or (None, None, None)
         for obj in (g, g.clone_state()):
             impl = _impl(obj)
             for seed, offset in ((0x5EED_1234_ABCD, 8), (7, 4096 + 12)):
                 obj.set_state(torch.frombuffer(bytearray(_pack(seed, offset)), dtype=torch.uint8))
+                # Read safely first: the C functions follow these places without checking.
+                st = _word(shim, impl + state_at) if state_at is not None else None
+                if st is None or _word(shim, st + seed_at) != seed or \
+                        _word(shim, st + offset_at) != offset:
+                    return False
                 buf = ctypes.create_string_buffer(_abi.RECAP_STATE_BYTES)
                 if shim.recap_torch_state_get(None, impl, buf) != _OK or \
                         buf.raw[:16] != _pack(seed, offset):
@@ -522,15 +543,16 @@ def install() -> None:
                     raise RuntimeError(f"recap.torch: graph replay failed (CUDA error {rc})")
             orig["replay"](self)
 
+        _orig.update(orig)  # before patching: a failure below leaves install() idempotent
+        _orig_make_graphed_callables = torch.cuda.make_graphed_callables
         for name, fn in (("capture_begin", capture_begin), ("replay", replay)):
             fn.__wrapped__ = orig[name]
             fn.__doc__ = orig[name].__doc__
+            fn._recap = True
             setattr(cls, name, fn)
-        _orig_make_graphed_callables = torch.cuda.make_graphed_callables
         wrapped = functools.wraps(_orig_make_graphed_callables)(make_graphed_callables)
         torch.cuda.make_graphed_callables = wrapped
         torch.cuda.graphs.make_graphed_callables = wrapped
-        _orig.update(orig)
 
 
 def uninstall() -> None:
@@ -538,7 +560,8 @@ def uninstall() -> None:
     with _install_lock:
         cls = torch.cuda.graphs.CUDAGraph
         for name in ("capture_begin", "replay"):
-            if name in _orig:
+            # Only recap's own wrapper: one another library put over it stays (and calls it).
+            if name in _orig and getattr(getattr(cls, name), "_recap", False):
                 setattr(cls, name, _orig[name])
         _orig.clear()
         if _orig_make_graphed_callables is not None:

@@ -296,11 +296,11 @@ class Replay(unittest.TestCase):
         self.keep.append(st)
         return st
 
-    def exec_(self, marker):
-        """An exec that writes 0xC0FFEE to `marker` (so a launch is seen)."""
+    def exec_(self, marker, value=0xC0FFEE):
+        """An exec that writes `value` to `marker` (so a launch, and which, is seen)."""
         g, e = ctypes.c_void_p(), ctypes.c_void_p()
         self.ok(self.cu.cuStreamBeginCapture_v2(self.stream, 2))  # relaxed
-        self.ok(self.cu.cuMemsetD32Async(ctypes.c_uint64(marker), 0xC0FFEE, ctypes.c_size_t(1),
+        self.ok(self.cu.cuMemsetD32Async(ctypes.c_uint64(marker), value, ctypes.c_size_t(1),
                                          self.stream))
         self.ok(self.cu.cuStreamEndCapture(self.stream, ctypes.byref(g)))
         self.ok(self.cu.cuGraphInstantiateWithFlags(ctypes.byref(e), g, ctypes.c_uint64(0)))
@@ -337,6 +337,7 @@ class Replay(unittest.TestCase):
         g.table.count += 1  # a table that does not read as one
         self.assertEqual(self.shim.recap_torch_graph_states(ctypes.addressof(g), states, incs, 32),
                          -1)
+        g.table.count -= 1
         for bad in (0x10, 1 << 47 | 0x1000):  # words taken for a table while probing: no fault
             g.table.entries = bad
             self.assertEqual(
@@ -350,16 +351,17 @@ class Replay(unittest.TestCase):
         g = self.graph(self.exec_(marker), drawn + [(idle, 0), (odd, 6)])
         drawn.append((odd, 8))
         idle_before = (idle.seed, idle.offset)
+        value = 0xC0FFEE
         for k in range(1, 21):
             if self.rng.random() < 0.5:  # eager draws between replays
                 self.rng.choice(drawn)[0].offset += 4 * self.rng.getrandbits(10)
-            if k == 10:  # an instantiate: the graph's exec changes
-                g.exec = self.exec_(marker)
+            if k == 10:  # an instantiate: the graph's exec changes (the old one still works)
+                g.exec, value = self.exec_(marker, 0xBEEF), 0xBEEF
             before = [(s.seed, s.offset) for s, _ in drawn]
             self.ok(self.cu.cuMemsetD32Async(ctypes.c_uint64(marker), 0, ctypes.c_size_t(1),
                                              self.stream))
             self.assertEqual(self.replay(g), 0)
-            self.assertEqual(self.dev_read(marker) & 0xFFFFFFFF, 0xC0FFEE)
+            self.assertEqual(self.dev_read(marker) & 0xFFFFFFFF, value)
             for (s, inc), (seed, off) in zip(drawn, before):
                 self.assertEqual(self.dev_read(self.ext(s, "seed_ext")), seed)
                 self.assertEqual(self.dev_read(self.ext(s, "offset_ext")), off)

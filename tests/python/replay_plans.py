@@ -172,9 +172,11 @@ def run_case(name, n_states, drawn, keep_graph=False, sneak=False, second=False,
 
 
 def correctness():
-    check(_replay.ready(rt._orig), "recap.torch bound its replay to this torch (probe replay "
-          f"through recap = torch's replay){': ' + _replay.why if _replay.why else ''}")
+    # Bound as programs bind it: on the first capture, inside torch.cuda.graph's capture_begin.
     g, p, _ = run_case("8 states, draws from 1", 8, [5])
+    check(_replay._bound is True, "recap.torch bound its replay to this torch on the first "
+          "capture (probe replay through recap = torch's replay)"
+          f"{': ' + _replay.why if _replay.why else ''}")
     check(p is not None and p.replays == K and drawn_in_table(g) == 1,
           f"recap did the {K} replays; the table says 1 state drawn from "
           f"(got {p and p.replays}, {drawn_in_table(g)})")
