@@ -349,13 +349,17 @@ def ready(orig) -> bool:
 
 def begin(graph, orig) -> None:
     """Before torch's capture_begin: the graph is recap's to replay from now on."""
-    if ready(orig) and "_recap_plan" not in graph.__dict__:
+    if not ready(orig) or "_recap_plan" in graph.__dict__:
+        return
+    try:
         plan = _Plan(graph, torch.cuda.current_device())
-        # The replay reads the object directly: only where its table reads safely as one (a
-        # subclass laid out otherwise is left to torch).
-        if plan.cpp and graph_states(graph) is not None:
-            graph.__dict__["_recap_plan"] = plan
-            stats["plans"] += 1
+    except Exception:  # noqa: BLE001 - no weak reference, say: torch replays it; the capture goes on
+        return
+    # The replay reads the object directly: only where its table reads safely as one (a
+    # subclass laid out otherwise is left to torch).
+    if plan.cpp and graph_states(graph) is not None:
+        graph.__dict__["_recap_plan"] = plan
+        stats["plans"] += 1
 
 
 def plan_of(graph) -> Optional[_Plan]:

@@ -530,11 +530,15 @@ def install() -> None:
             # Outside the capture still: torch's capture_begin primes what is registered.
             stats["graphs"] += 1
             stats["states_registered"] += register_with(self, registered_states())
-            _replay.begin(self, orig)
+            try:
+                _replay.begin(self, orig)
+            except Exception:  # noqa: BLE001 - a speed-up: never the reason a capture fails
+                pass
             return orig["capture_begin"](self, *args, **kwargs)
 
         def replay(self):
-            plan = self.__dict__.get("_recap_plan")
+            d = getattr(self, "__dict__", None)
+            plan = d.get("_recap_plan") if d is not None else None
             if plan is not None:
                 rc = plan.replay()
                 if rc == 0:
