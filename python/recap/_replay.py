@@ -64,10 +64,7 @@ def _dev_tensor(addr: int) -> torch.Tensor:
 
 
 def _peek(addr: int) -> Optional[int]:
-    buf = ctypes.c_uint64()
-    if addr < 1 << 12 or _shim.recap_torch_peek(addr, ctypes.byref(buf), 8) != 0:
-        return None
-    return buf.value
+    return rtorch._word(_shim, addr)
 
 
 def _peek_bytes(addr: int, n: int) -> Optional[bytes]:
@@ -194,7 +191,6 @@ def _bind(dev: int, orig) -> bool:
     _shim = shim
     sz, vp, u64 = ctypes.c_size_t, ctypes.c_void_p, ctypes.c_uint64
     for name, args, res in (
-            ("recap_torch_peek", [sz, vp, sz], ctypes.c_int),
             ("recap_torch_driver", [], ctypes.c_int),
             ("recap_torch_bind_state", [sz] * 6, ctypes.c_int),
             ("recap_torch_bind_graph", [sz] * 3, ctypes.c_int),

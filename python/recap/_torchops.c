@@ -61,18 +61,19 @@ static uint8_t *state_of(const void *impl)
     return st;
 }
 
-static uint64_t field(const uint8_t *st, size_t at)
+/* The 64-bit word at base + at (unaligned reads allowed). */
+static uint64_t word(const void *base, size_t at)
 {
     uint64_t v;
 
-    memcpy(&v, st + at, sizeof(v));
+    memcpy(&v, (const uint8_t *)base + at, sizeof(v));
     return v;
 }
 
 static recap_status_t load(const void *impl, uint8_t state[RECAP_STATE_BYTES])
 {
     const uint8_t *st = state_of(impl);
-    uint64_t seed = field(st, seed_at), offset = field(st, offset_at);
+    uint64_t seed = word(st, seed_at), offset = word(st, offset_at);
 
     memcpy(state, &seed, sizeof(seed));
     memcpy(state + sizeof(seed), &offset, sizeof(offset));
@@ -91,7 +92,7 @@ static int store(void *impl, const uint8_t state[RECAP_STATE_BYTES], recap_statu
         *status = RECAP_ERR_MISALIGNED;
         return 1;
     }
-    if (seed != field(st, seed_at))
+    if (seed != word(st, seed_at))
         return 0;
     memcpy(st + offset_at, &offset, sizeof(offset));
     *status = RECAP_OK;
@@ -258,14 +259,6 @@ EXPORT int recap_torch_bind_graph(size_t table_at, size_t exec_at, size_t has_ex
     rp.has_exec_at = has_exec_at;
     rp.graph_bound = 1;
     return 0;
-}
-
-static uint64_t word(const void *base, size_t at)
-{
-    uint64_t v;
-
-    memcpy(&v, (const uint8_t *)base + at, sizeof(v));
-    return v;
 }
 
 /* The device address of a one-element tensor held as a TensorImpl pointer at st + at (0 for
