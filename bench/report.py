@@ -147,13 +147,11 @@ class Run:
     def launch_rows(self):
         """[(G, recap added, plain launch, will_launch alone, slot writes, torch added,
         torch plain replay)]."""
-        t = table_of(self.launch, "generators")
+        t = self._launch_table("generators")
         tt = table_of(self.launch_torch, "generators")
         if t is None:
             return []
-        head, rows = t
-        added, plain = column(head, rows, "added"), column(head, rows, "plain")
-        alone = column(head, rows, "recap_graph_will_launch")
+        rows, added, plain, alone = t
         slots = {r[0]: r[-1] for r in rows}
         t_added = t_plain = {}
         if tt is not None:
@@ -168,14 +166,22 @@ class Run:
     def launch_child_rows(self):
         """[(G, recap added, plain parent launch, will_launch alone, slot writes)] for parents
         whose G child graph nodes draw from one generator each."""
-        t = table_of(self.launch, "child graphs")
+        t = self._launch_table("child graphs")
         if t is None:
             return []
-        head, rows = t
-        added, plain = column(head, rows, "added"), column(head, rows, "plain")
-        alone = column(head, rows, "recap_graph_will_launch")
+        rows, added, plain, alone = t
         return [(int(num(r[0])), added.get(r[0]), plain.get(r[0]), alone.get(r[0]), r[-1])
                 for r in rows]
+
+    def _launch_table(self, first):
+        """bench/launch.cu's table whose first heading starts with `first`: (rows, added, plain
+        launch, will_launch alone) by row key, or None."""
+        t = table_of(self.launch, first)
+        if t is None:
+            return None
+        head, rows = t
+        return (rows, column(head, rows, "added"), column(head, rows, "plain"),
+                column(head, rows, "recap_graph_will_launch"))
 
     def fill_rows(self):
         """{label: (GB/s, ms)} for recap, cuRAND, memset, and PyTorch's when measured."""
