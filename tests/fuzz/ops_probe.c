@@ -46,7 +46,14 @@ static void probe_run(input_t *in, const recap_probe_check_info_t *checks, size_
         } else if (k < 230) {
             nm = ""; /* an empty item */
         } else {
+            char *c;
+
+            /* One item per name: a comma in the bytes would make it several (the items loop
+             * makes the list's shape). */
             nm = name(in, buf, sizeof(buf));
+            if (nm == buf)
+                while ((c = strchr(buf, ',')) != NULL)
+                    *c = ';';
             for (j = 0; j < count && strcmp(nm, checks[j].name) != 0; j++)
                 ;
             if (j < count && slow(nm))
