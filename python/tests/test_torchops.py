@@ -411,5 +411,19 @@ class Replay(unittest.TestCase):
         for bad in (8, 1 << 47 | 0x1000):
             self.assertEqual(self.shim.recap_torch_peek(bad, ctypes.byref(out), 8), -1)
 
+    def test_peek_through_a_pipe_where_process_vm_readv_is_refused(self):
+        peek = self.shim.recap_torch_peek_pipe
+        peek.argtypes = [ctypes.c_size_t, ctypes.c_void_p, ctypes.c_size_t]
+        peek.restype = ctypes.c_int
+        n = 4096 + self.rng.randrange(1, 5000)  # more than one chunk
+        src = bytes(self.rng.getrandbits(8) for _ in range(n))
+        buf = ctypes.create_string_buffer(src, n)
+        out = ctypes.create_string_buffer(n)
+        self.assertEqual(peek(ctypes.addressof(buf), out, n), 0)
+        self.assertEqual(out.raw, src)
+        word = ctypes.c_uint64()
+        for bad in (8, 1 << 47 | 0x1000):
+            self.assertEqual(peek(bad, ctypes.byref(word), 8), -1)
+
 if __name__ == "__main__":
     unittest.main()
