@@ -34,7 +34,7 @@ from typing import Dict, Iterable, List, Optional
 
 import torch
 
-from . import _abi
+from . import _abi, _layout
 from ._lib import RecapError, check, lib
 
 __all__ = ["TorchGenerator", "generator", "install", "uninstall", "register_tracker",
@@ -112,42 +112,22 @@ def _torchops():
     return shim
 
 
-def _word(shim, addr: int) -> Optional[int]:
-    """The 64-bit word at addr, or None where it cannot be read (recap_torch_peek never
-    faults: the words searched below lie partly past the objects, in their heap neighbours)."""
-    buf = ctypes.c_uint64()
-    if addr < 1 << 12 or shim.recap_torch_peek(addr, ctypes.byref(buf), 8) != 0:
-        return None
-    return buf.value
+_word = _layout.word  # the one safe read (recap/_layout.py); recap/_replay.py uses it too
 
 
 def _find_fields(shim, g: torch.Generator) -> List[tuple]:
     """Where an at::CUDAGeneratorImpl keeps its state pointer, and where that at::CUDAGeneratorState
     keeps seed_ and philox_offset_per_thread_, on this torch: the candidate (state, seed, offset)
-    triples in bytes. A state pointer is a word that two views of one state (``g`` and its
-    graphsafe_get_state()) share and a clone_state() does not; the two fields are the words of
-    the object it points to equal to values set through torch's API, twice. Words past the impl
-    (its heap neighbours) may pass the first test by chance, not the second; the caller keeps the
-    first candidate whose reads and writes agree with torch's (TorchGenerator._check_fast)."""
-    views = (g, g.graphsafe_get_state(), g.clone_state())
-    a, b, d = (_impl(v) for v in views)
-    out = []
-    for k in range(8, 200, 8):
-        wa, wb, wd = (_word(shim, x + k) for x in (a, b, d))
-        if wa is None or wa != wb or wa == wd or wa % 8 or wa <= 1 << 16:
-            continue
-        found = None
-        for seed, offset in ((0x5EED_0000_1234_ABCD, 4096 + 12), (0x1234_5678, 8)):
-            g.set_state(torch.frombuffer(bytearray(_pack(seed, offset)), dtype=torch.uint8))
-            seeds = [j for j in range(0, 64, 8) if _word(shim, wa + j) == seed]
-            offsets = [j for j in range(0, 64, 8) if _word(shim, wa + j) == offset]
-            if len(seeds) != 1 or len(offsets) != 1 or found not in (None, (seeds[0], offsets[0])):
-                found = None
-                break
-            found = (seeds[0], offsets[0])
-        if found is not None:
-            out.append((k,) + found)
-    return out
+    triples in bytes (recap/_layout.py, state_fields), from ``g``, its graphsafe_get_state() (one
+    state) and a clone_state() (another). The caller keeps the first whose reads and writes agree
+    with torch's (TorchGenerator._check_fast)."""
+    views = (g, g.graphsafe_get_state(), g.clone_state())  # alive while their words are read
+
+    def set_state(seed: int, offset: int) -> None:
+        g.set_state(torch.frombuffer(bytearray(_pack(seed, offset)), dtype=torch.uint8))
+
+    return _layout.state_fields(lambda addr: _word(shim, addr), [_impl(v) for v in views],
+                                set_state)
 
 
 def _impl(gen: torch.Generator) -> int:

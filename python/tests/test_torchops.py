@@ -425,5 +425,87 @@ class Replay(unittest.TestCase):
         for bad in (8, 1 << 47 | 0x1000):
             self.assertEqual(peek(bad, ctypes.byref(word), 8), -1)
 
+class FieldSearch(unittest.TestCase):
+    """recap/_layout.py's search for a generator's state pointer, seed and offset, on fabricated
+    generator objects read through the shim's safe peek: the true places are found wherever they
+    lie, whatever the words around them hold (heap neighbours shared by chance, pointers to
+    nothing, to objects holding the probe values once, to a copy of the state torch also writes);
+    the order is the objects' own."""
+
+    WORDS = 32  # 256 bytes: the search reads words 8 to 192 past each object
+
+    @classmethod
+    def setUpClass(cls):
+        cls.shim = sh = ctypes.CDLL(SHIM)
+        sh.recap_torch_peek.argtypes = [ctypes.c_size_t, ctypes.c_void_p, ctypes.c_size_t]
+        sh.recap_torch_peek.restype = ctypes.c_int
+
+    def setUp(self):
+        self.rng = random.Random(int(os.environ.get("RECAP_TEST_SEED", "0")) or None)
+
+    def words(self, n):
+        """n words of noise, small and large: odd, so none is a pointer or a probe offset."""
+        r = self.rng
+        return (ctypes.c_uint64 * n)(*(r.choice((r.randrange(1 << 16), r.getrandbits(64))) | 1
+                                       for _ in range(n)))
+
+    def layout(self):
+        """Three generator objects (the first two sharing a state), set_state, and the places
+        the search must return."""
+        from recap import _layout
+        r = self.rng
+        a, b, d = (self.words(self.WORDS) for _ in range(3))
+        shared, other = self.words(8), self.words(8)
+        keep = [a, b, d, shared, other]
+        places = r.sample(range(1, 25), 8)  # word indexes in the objects, 8..192 bytes
+        state_k = places.pop()
+        seed_j, offset_j = r.sample(range(8), 2)
+        a[state_k] = b[state_k] = ctypes.addressof(shared)
+        d[state_k] = ctypes.addressof(other)
+        written = [(shared, seed_j, offset_j)]
+        want = [(state_k * 8, seed_j * 8, offset_j * 8)]
+        for k in places[:r.randrange(len(places) + 1)]:
+            kind = r.randrange(5)
+            if kind == 0:  # a word all three share (a type's table, say)
+                a[k] = b[k] = d[k] = ctypes.addressof(other)
+                continue
+            if kind == 1:  # a pointer to nothing
+                a[k] = b[k] = (1 << 47) | (r.randrange(1, 1 << 20) << 12)
+            else:
+                e = self.words(8)
+                keep.append(e)
+                a[k] = b[k] = ctypes.addressof(e)
+                if kind == 3:  # holds the first probe values, by chance, and keeps them
+                    s0, o0 = _layout.PROBE_VALUES[0]
+                    i, j = r.sample(range(8), 2)
+                    e[i], e[j] = s0, o0
+                elif kind == 4:  # a copy of the state, written with it
+                    i, j = r.sample(range(8), 2)
+                    written.append((e, i, j))
+                    want.append((k * 8, i * 8, j * 8))
+            d[k] = r.getrandbits(64)
+
+        def set_state(seed, offset):
+            for obj, i, j in written:
+                obj[i], obj[j] = seed, offset
+
+        impls = [ctypes.addressof(x) for x in (a, b, d)]
+        return impls, set_state, sorted(want), keep
+
+    def test_the_true_places_and_only_those_that_track_the_state(self):
+        from recap import _layout
+        peek = lambda addr: _layout.word(self.shim, addr)  # noqa: E731
+        for _ in range(300):
+            impls, set_state, want, _keep = self.layout()
+            self.assertEqual(_layout.state_fields(peek, impls, set_state), want)
+
+    def test_nothing_where_no_word_points_to_a_state(self):
+        from recap import _layout
+        peek = lambda addr: _layout.word(self.shim, addr)  # noqa: E731
+        a, b, d = (self.words(self.WORDS) for _ in range(3))
+        impls = [ctypes.addressof(x) for x in (a, b, d)]
+        self.assertEqual(_layout.state_fields(peek, impls, lambda seed, offset: None), [])
+
+
 if __name__ == "__main__":
     unittest.main()
