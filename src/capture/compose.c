@@ -773,7 +773,6 @@ static int sibling_draws(const plan_t *p, const child_t *c, uint64_t slot)
     return 0;
 }
 
-
 recap_status_t recap_graph_exec_child_updated(recap_graph_exec_t exec, recap_graph_node_t node,
                                               recap_graph_t child)
 {
