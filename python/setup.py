@@ -1,63 +1,118 @@
 # SPDX-License-Identifier: Apache-2.0
-"""Bundles the librecap of the build tree this package sits in (../src/.libs, after
-./scripts/bootstrap) into the wheel as recap/_lib/librecap.so.1, so `pip install ./python` gives a
-package that finds its library (and include/recap/philox.h, for the CuPy dropout kernel), and
-builds recap/_torchops.c beside it. Without a built library the package is pure Python and finds
-an installed librecap (or RECAP_LIB) at run time."""
-import os
-import shlex
-import shutil
-import subprocess
-import sysconfig
+"""recap's Python package (distribution recap-rng, import name recap).
 
-from setuptools import setup
+- recap._C, recap.torch's compiled extension (recap/csrc), built by torch's own extension build
+  against the torch of the build environment: ``pip install --no-build-isolation ./python``
+  after torch is installed (an isolated build would compile against another torch than the one
+  that runs it). recap/_build.py records which torch it was built for; recap.torch refuses the
+  extension under another. A build that cannot make it fails, loudly: ``RECAP_PYTHON_OPS=1``
+  installs without it (recap.torch then runs its Python operations, slower), nothing else does.
+- The librecap of the build tree this package sits in (../src/.libs, after ./scripts/bootstrap;
+  RECAP_BUNDLE_LIB names another), bundled as recap/_lib/librecap.so.1. Without one the package
+  finds an installed librecap (or RECAP_LIB) at run time.
+- recap.h and its headers (recap/include), which the extension compiles against and the CuPy
+  dropout kernel includes: from ../include in a configured tree; an sdist carries its copy.
+
+A wheel holding native code is tagged for its platform; the same commands build it from a
+checkout and from an sdist (``python -m build --sdist --no-isolation python`` makes one).
+"""
+import glob
+import os
+import shutil
+
+from setuptools import Distribution, setup
 from setuptools.command.build_py import build_py
+from setuptools.command.sdist import sdist
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 BUILT = os.path.join(HERE, "..", "src", ".libs", "librecap.so.1")
-PHILOX = os.path.join(HERE, "..", "include", "recap", "philox.h")
-INCLUDE = os.path.join(HERE, "..", "include")
+TREE_INCLUDE = os.path.join(HERE, "..", "include")
+PKG_INCLUDE = os.path.join(HERE, "recap", "include")
+PYTHON_OPS = os.environ.get("RECAP_PYTHON_OPS") == "1"
 
 
-def build_torchops(dest):
-    """recap/_lib/librecap_torch.so: torch generators' value operations in C (recap/_torchops.c;
-    recap.torch uses it when it is there and passes its checks, and its Python table otherwise).
-    Needs recap.h with its generated version.h (a configured tree) and a C compiler; without
-    them the package goes without it. RECAP_BUILD_TORCHOPS=0 skips it."""
-    if os.environ.get("RECAP_BUILD_TORCHOPS") == "0":
-        return
-    if not os.path.exists(os.path.join(INCLUDE, "recap", "version.h")):
-        if os.environ.get("RECAP_BUILD_TORCHOPS") == "1":
-            raise RuntimeError("recap/_torchops.c needs a configured tree (include/recap/version.h)")
-        return
-    cc = shlex.split(os.environ.get("CC") or sysconfig.get_config_var("CC") or "cc")
-    src = os.path.join(HERE, "recap", "_torchops.c")
-    out = os.path.join(dest, "librecap_torch.so")
-    cmd = cc + ["-std=gnu11", "-O2", "-fPIC", "-shared", "-fvisibility=hidden", "-Wall",
-                "-Wextra", "-Werror", "-I" + INCLUDE, "-o", out, src]
+def copy_headers() -> str:
+    """recap.h and include/recap/*.h into recap/include (from a configured tree; an sdist has
+    them there already); the directory the extension compiles against."""
+    if os.path.exists(os.path.join(TREE_INCLUDE, "recap", "version.h")):
+        os.makedirs(os.path.join(PKG_INCLUDE, "recap"), exist_ok=True)
+        shutil.copy2(os.path.join(TREE_INCLUDE, "recap.h"), PKG_INCLUDE)
+        for h in glob.glob(os.path.join(TREE_INCLUDE, "recap", "*.h")):
+            shutil.copy2(h, os.path.join(PKG_INCLUDE, "recap"))
+    if not os.path.exists(os.path.join(PKG_INCLUDE, "recap", "version.h")):
+        raise SystemExit("recap-rng: recap.h is missing: build from a configured tree "
+                         "(./scripts/bootstrap first) or from recap-rng's sdist")
+    return PKG_INCLUDE
+
+
+def bundled_lib():
+    lib = os.environ.get("RECAP_BUNDLE_LIB", BUILT)
+    return lib if os.path.exists(lib) else None
+
+
+def extension_build():
+    """(ext_modules, cmdclass entries) for recap._C, or none with RECAP_PYTHON_OPS=1."""
+    if PYTHON_OPS:
+        return [], {}
     try:
-        subprocess.run(cmd, check=True)
-    except (OSError, subprocess.CalledProcessError) as e:
-        if os.environ.get("RECAP_BUILD_TORCHOPS") == "1":
-            raise
-        print(f"recap: {src} not built ({e}); recap.torch uses its Python operations")
+        import torch
+        from torch.utils.cpp_extension import BuildExtension, CUDAExtension
+    except ImportError as e:
+        raise SystemExit(
+            f"recap-rng: its torch extension needs torch in the build environment ({e}). "
+            "Install torch, then: pip install --no-build-isolation ./python. "
+            "RECAP_PYTHON_OPS=1 installs without the extension (slower Python operations).")
+    include = copy_headers()
+    csrc = os.path.join("recap", "csrc")
+    ext = CUDAExtension(
+        "recap._C", sorted(glob.glob(os.path.join(csrc, "*.cpp"))),
+        include_dirs=[os.path.abspath(include), os.path.abspath(csrc)],
+        define_macros=[("RECAP_TORCH_BUILT_FOR", '"%s"' % torch.__version__)],
+        extra_compile_args={"cxx": ["-O2", "-Wall", "-Wextra", "-Werror",
+                                    "-Wno-unused-parameter"]})
+
+    class BuildExt(BuildExtension):
+        def run(self):
+            super().run()
+            # Which torch the extension is for, read before it is imported (recap/_ext.py).
+            with open(os.path.join(self.build_lib, "recap", "_build.py"), "w") as f:
+                f.write("# Written by setup.py: the torch recap._C was built against.\n"
+                        f"TORCH_VERSION = {torch.__version__!r}\n")
+
+    return [ext], {"build_ext": BuildExt.with_options(use_ninja=False)}
 
 
 class BuildPy(build_py):
     def run(self):
         super().run()
-        lib = os.environ.get("RECAP_BUNDLE_LIB", BUILT)
-        if os.path.exists(lib):
-            dest = os.path.join(self.build_lib, "recap", "_lib")
+        dest = os.path.join(self.build_lib, "recap", "_lib")
+        lib = bundled_lib()
+        if lib:
             os.makedirs(dest, exist_ok=True)
             shutil.copy2(os.path.realpath(lib), os.path.join(dest, "librecap.so.1"))
-        dest = os.path.join(self.build_lib, "recap", "_lib")
-        os.makedirs(dest, exist_ok=True)
-        build_torchops(dest)
-        if os.path.exists(PHILOX):  # the CuPy dropout kernel compiles against it
-            dest = os.path.join(self.build_lib, "recap", "include", "recap")
-            os.makedirs(dest, exist_ok=True)
-            shutil.copy2(PHILOX, dest)
+        try:
+            include = copy_headers()
+        except SystemExit:
+            if not PYTHON_OPS:
+                raise
+            return
+        shutil.copytree(include, os.path.join(self.build_lib, "recap", "include"),
+                        dirs_exist_ok=True)
 
 
-setup(cmdclass={"build_py": BuildPy})
+class Sdist(sdist):
+    def run(self):
+        copy_headers()  # the sdist carries recap.h
+        super().run()
+
+
+class NativeDistribution(Distribution):
+    """A wheel holding librecap or recap._C is native code: tagged for its platform."""
+
+    def has_ext_modules(self):
+        return bool(self.ext_modules) or bundled_lib() is not None
+
+
+ext_modules, ext_cmds = extension_build()
+setup(distclass=NativeDistribution, ext_modules=ext_modules,
+      cmdclass={"build_py": BuildPy, "sdist": Sdist, **ext_cmds})

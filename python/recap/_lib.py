@@ -146,3 +146,20 @@ def check(status: int, call: str = "") -> None:
 def call(name: str, *args) -> None:
     """lib().name(*args), raising on failure."""
     check(getattr(lib(), name)(*args), name)
+
+
+_LEVELS = {"warn": 1, "info": 2, "debug": 3}
+_logged = set()
+
+
+def log_once(level: str, message: str) -> None:
+    """A line of recap.torch's on stderr, as librecap logs (RECAP_LOG=warn|info|debug asks for
+    them; silent otherwise), each message once per process."""
+    want = _LEVELS.get(os.environ.get("RECAP_LOG", "").strip().lower(), 0)
+    if want < _LEVELS[level] or message in _logged:
+        return
+    _logged.add(message)
+    import socket
+    import sys
+    sys.stderr.write(f"{socket.gethostname()}:{os.getpid()}:{threading.get_native_id()} recap "
+                     f"{level.upper()} {message}\n")

@@ -29,11 +29,10 @@ import sys
 import threading
 from typing import Any, Callable, Dict, List, Optional, Union
 
+from . import torch as rtorch  # first: without torch, its one clear ImportError
+from . import _abi
 import torch
 from torch.utils.checkpoint import detach_variable
-
-from . import _abi
-from . import torch as rtorch
 from ._lib import RecapError, check, lib
 
 try:  # Transformer Engine is optional, as in Megatron

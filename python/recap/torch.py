@@ -32,12 +32,18 @@ import threading
 import weakref
 from typing import Dict, Iterable, List, Optional
 
-import torch
+try:
+    import torch
+except ImportError as e:  # one clear line instead of a traceback from deep inside
+    raise ImportError("recap.torch needs PyTorch, which is not installed here: install torch "
+                      "(pip install torch), then recap-rng against it (pip install "
+                      "--no-build-isolation ./python)") from None
 
-from . import _abi, _layout
+from . import _abi, _ext
+from . import _lib
 from ._lib import RecapError, check, lib
 
-__all__ = ["TorchGenerator", "generator", "install", "uninstall", "register_tracker",
+__all__ = ["backend", "TorchGenerator", "generator", "install", "uninstall", "register_tracker",
            "registered_states", "needs_registration", "exact_capture", "warmup",
            "make_graphed_callables", "RecapTracker", "dropout", "launch_dropout",
            "reference_keep", "kernel_backend"]
@@ -75,72 +81,6 @@ def _state_tensor(buf) -> torch.Tensor:
                             dtype=torch.uint8)
 
 
-class _FastCtx(ctypes.Structure):
-    """recap_torch_ctx_t of recap/_torchops.c: the table's ``framework`` pointer."""
-    _fields_ = [("slow", ctypes.POINTER(_abi.FrameworkOps)), ("impl", ctypes.c_void_p)]
-
-
-_torchops_lib = None
-_torchops_tried = False
-_torchops_bound: Optional[bool] = None  # fields found and bound (once per process)
-_torchops_fields: Optional[tuple] = None  # (state, seed, offset) as bound, for recap/_replay.py
-
-
-def _torchops():
-    """recap/_lib/librecap_torch.so, or None (not built, or RECAP_TORCH_FASTOPS=0): then the
-    generators use the Python table alone. Bound to the running torch by _bind_torchops."""
-    global _torchops_lib, _torchops_tried
-    if _torchops_tried:
-        return _torchops_lib
-    _torchops_tried = True
-    if os.environ.get("RECAP_TORCH_FASTOPS") == "0":
-        return None
-    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_lib", "librecap_torch.so")
-    try:
-        shim = ctypes.CDLL(path)
-    except OSError:
-        return None
-    shim.recap_torch_bind.argtypes = [ctypes.c_size_t] * 3
-    shim.recap_torch_bind.restype = ctypes.c_int
-    shim.recap_torch_peek.argtypes = [ctypes.c_size_t, ctypes.c_void_p, ctypes.c_size_t]
-    shim.recap_torch_peek.restype = ctypes.c_int
-    for name in ("recap_torch_state_get", "recap_torch_state_set"):
-        fn = getattr(shim, name)
-        fn.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_char_p]
-        fn.restype = ctypes.c_int
-    _torchops_lib = shim
-    return shim
-
-
-_word = _layout.word  # the one safe read (recap/_layout.py); recap/_replay.py uses it too
-
-
-def _find_fields(shim, g: torch.Generator) -> List[tuple]:
-    """Where an at::CUDAGeneratorImpl keeps its state pointer, and where that at::CUDAGeneratorState
-    keeps seed_ and philox_offset_per_thread_, on this torch: the candidate (state, seed, offset)
-    triples in bytes (recap/_layout.py, state_fields), from ``g``, its graphsafe_get_state() (one
-    state) and a clone_state() (another). The caller keeps the first whose reads and writes agree
-    with torch's (TorchGenerator._check_fast)."""
-    views = (g, g.graphsafe_get_state(), g.clone_state())  # alive while their words are read
-
-    def set_state(seed: int, offset: int) -> None:
-        g.set_state(torch.frombuffer(bytearray(_pack(seed, offset)), dtype=torch.uint8))
-
-    return _layout.state_fields(lambda addr: _word(shim, addr), [_impl(v) for v in views],
-                                set_state)
-
-
-def _impl(gen: torch.Generator) -> int:
-    """The at::CUDAGeneratorImpl behind a torch.Generator: the object (THPGenerator) holds an
-    at::Generator, one intrusive pointer, right after its Python header. Checked against torch's
-    own API (TorchGenerator._check_fast) before anything relies on it."""
-    return ctypes.c_void_p.from_address(id(gen) + object.__basicsize__).value or 0
-
-
-def _pack(seed: int, offset: int) -> bytes:
-    return seed.to_bytes(8, "little") + offset.to_bytes(8, "little")
-
-
 class TorchGenerator:
     """A torch CUDA default generator as a recap framework generator (one per device).
 
@@ -159,104 +99,40 @@ class TorchGenerator:
         self._installed: Optional[int] = None
         self._lock = threading.RLock()
         self._error: Optional[BaseException] = None
-        self._slow = self._make_ops()
-        self._ctx = _FastCtx(ctypes.pointer(self._slow), 0)
-        self._fast = self._fast_ops()
-        self._ops = self._fast or self._slow
+        self._ext = _ext.module()
+        if self._ext is not None:
+            # The table and its context live in recap._C: no Python runs in its operations.
+            ops, ctx = (ctypes.c_void_p(a) for a in self._ext.framework(index))
+        else:
+            self._ops = self._make_ops()
+            ops, ctx = ctypes.byref(self._ops), None
         h = ctypes.c_void_p()
-        check(lib().recap_generator_create_framework(ctypes.byref(self._ops),
-                                                     ctypes.byref(self._ctx), index,
-                                                     ctypes.byref(h)),
+        check(lib().recap_generator_create_framework(ops, ctx, index, ctypes.byref(h)),
               "recap_generator_create_framework")
         self.handle = h
 
     @property
     def fast(self) -> bool:
-        """Whether the value operations run in C (recap/_torchops.c) rather than Python."""
-        return self._fast is not None
-
-    def _fast_ops(self) -> Optional[_abi.FrameworkOps]:
-        """The table with get_state/set_state/state_get/state_set from recap/_torchops.c, when it
-        is there, its fields are found on this torch, and it reads and writes what torch's
-        get_state/set_state do."""
-        global _torchops_bound, _torchops_fields
-        shim = _torchops()
-        if shim is None:
-            return None
-        self._ctx.impl = _impl(self.torch_generator)
-        saved = self.torch_generator.get_state()
-        try:
-            if _torchops_bound is None:
-                _torchops_bound = False
-                for fields in (_find_fields(shim, self.torch_generator)
-                               if self._ctx.impl else []):
-                    _torchops_fields = fields
-                    if shim.recap_torch_bind(*fields) == 0 and self._check_fast(shim):
-                        _torchops_bound = True
-                        break
-                    _torchops_fields = None
-            ok = _torchops_bound and self._check_fast(shim)
-        except Exception:  # noqa: BLE001 - any surprise means: not on this torch
-            ok = False
-        finally:
-            self.torch_generator.set_state(saved)
-        if not ok:
-            self._ctx.impl = 0
-            return None
-        ops = _abi.FrameworkOps()
-        ctypes.pointer(ops)[0] = self._slow
-        for field in ("get_state", "set_state", "state_get", "state_set"):
-            ftype = dict(_abi.FrameworkOps._fields_)[field]
-            addr = ctypes.cast(getattr(shim, "recap_torch_" + field), ctypes.c_void_p).value
-            setattr(ops, field, ftype(addr))
-        return ops
-
-    def _check_fast(self, shim) -> bool:
-        """Reads and writes through recap/_torchops.c agree with torch's get_state/set_state, on
-        the default generator and on a graph-safe state object (the caller restores the
-        generator)."""
-        g = self.torch_generator
-        state_at, seed_at, offset_at = _torchops_fields or (None, None, None)
-        for obj in (g, g.clone_state()):
-            impl = _impl(obj)
-            for seed, offset in ((0x5EED_1234_ABCD, 8), (7, 4096 + 12)):
-                obj.set_state(torch.frombuffer(bytearray(_pack(seed, offset)), dtype=torch.uint8))
-                # Read safely first: the C functions follow these places without checking.
-                st = _word(shim, impl + state_at) if state_at is not None else None
-                if st is None or _word(shim, st + seed_at) != seed or \
-                        _word(shim, st + offset_at) != offset:
-                    return False
-                buf = ctypes.create_string_buffer(_abi.RECAP_STATE_BYTES)
-                if shim.recap_torch_state_get(None, impl, buf) != _OK or \
-                        buf.raw[:16] != _pack(seed, offset):
-                    return False
-                if shim.recap_torch_state_set(ctypes.addressof(self._ctx), impl,
-                                              _pack(seed, offset + 40)) != _OK or \
-                        _state_bytes(obj.get_state()) != _pack(seed, offset + 40):
-                    return False
-        return True
+        """Whether the operations run in recap's torch extension (recap._C) rather than Python
+        (recap.torch.backend() says why not)."""
+        return self._ext is not None
 
     # -------------------------------------------------------------- objects by handle
 
     def _new_handle(self, gen: torch.Generator, refs: int) -> int:
-        """A handle for recap: with the C operations, the object's at::CUDAGeneratorImpl (which
-        they read and write); otherwise a number. Unique while the object lives here."""
+        """A handle for recap (Python operations): a number, unique while the object lives."""
         with self._lock:
-            if self._ctx.impl:
-                h = _impl(gen)
-            else:
-                h = self._next
-                self._next += 1
-            e = self._objects.get(h)
-            if e is not None:  # another wrapper of the same torch object: the same state
-                e[1] += refs
-            else:
-                self._objects[h] = [gen, refs]
+            h = self._next
+            self._next += 1
+            self._objects[h] = [gen, refs]
             return h
 
     def object(self, handle) -> torch.Generator:
         """The torch.Generator behind a state handle."""
-        return self._objects[int(handle)][0]
+        if self._ext is not None:
+            return self._ext.state_generator(int(handle))
+        with self._lock:
+            return self._objects[int(handle)][0]
 
     # -------------------------------------------------------------- the table
 
@@ -299,12 +175,13 @@ class TorchGenerator:
                     del self._objects[prev]
 
         def state_current(_fw, obj_p):
-            h = self._installed
-            if h is None or h not in self._objects:
-                # torch's own state object, lent: recap retains it when it keeps it
-                h = self._new_handle(g.graphsafe_get_state(), 0)
-                self._installed = h
-            obj_p[0] = h
+            with self._lock:
+                h = self._installed
+                if h is None or h not in self._objects:
+                    # torch's own state object, lent: recap retains it when it keeps it
+                    h = self._new_handle(g.graphsafe_get_state(), 0)
+                    self._installed = h
+                obj_p[0] = h
 
         def state_get(_fw, obj, out):
             t = self.object(obj).get_state()
@@ -322,7 +199,8 @@ class TorchGenerator:
                         del self._objects[int(obj)]
 
         def state_retain(_fw, obj):
-            self._objects[int(obj)][1] += 1
+            with self._lock:
+                self._objects[int(obj)][1] += 1
 
         def needs_registration(_fw, needs_p):
             needs_p[0] = 1 if needs_registration() else 0
@@ -351,7 +229,13 @@ class TorchGenerator:
         return ops
 
     def raise_pending(self, err: RecapError) -> None:
-        """Re-raises the exception an operation hit (recap reported it as a status)."""
+        """Re-raises the exception an operation hit (recap reported it as a status): torch's
+        own error, as torch's Python call would have raised it."""
+        if self._ext is not None:
+            msg = self._ext.take_error()
+            if msg:
+                raise RuntimeError(msg) from err
+            raise err
         e, self._error = self._error, None
         if e is not None:
             raise e from err
@@ -370,6 +254,19 @@ def generator(device=None) -> TorchGenerator:
         if g is None:
             g = _generators[idx] = TorchGenerator(idx)
         return g
+
+
+def backend() -> Dict[str, object]:
+    """Which path recap.torch runs and why: ``extension`` (recap._C drives torch's generators)
+    or ``python`` (recap's Python operations, slower), with the torch it was built for;
+    ``replay``: whether recap replays torch graphs itself; ``registration``: "" or why automatic
+    registration stopped."""
+    from . import _replay
+    ext = _ext.module()
+    return {"ops": "extension" if ext is not None else "python", "why": _ext.why,
+            "torch": torch.__version__, "built_for": _ext.built_for(),
+            "replay": bool(_replay._bound), "replay_why": _replay.why,
+            "registration": registration_problem}
 
 
 def needs_registration() -> bool:
@@ -399,10 +296,40 @@ def registered_states() -> List[torch.Generator]:
     return out
 
 
-def register_with(graph, states: Iterable[torch.Generator]) -> int:
+registration_problem = ""  # why automatic registration stopped, when it did
+
+
+def _state_device(state) -> Optional[int]:
+    d = getattr(state, "device", None)
+    return None if d is None or d.type != "cuda" else (d.index or 0)
+
+
+def register_with(graph, states: Iterable[torch.Generator], device: Optional[int] = None) -> int:
+    """Registers ``states`` with ``graph`` before its capture: only those of ``device`` (the
+    capture's, the current device when None). A registration torch refuses, or a torch without
+    the call, is said once (RECAP_LOG, recap-probe) and the capture goes on as torch would run
+    it without recap; the count registered is returned."""
+    global registration_problem
+    if registration_problem:
+        return 0
+    reg = getattr(graph, "register_generator_state", None)
+    if reg is None:
+        registration_problem = ("this torch has no CUDAGraph.register_generator_state: tracker "
+                                "states are not registered with captures")
+        _lib.log_once("warn", "recap.torch: " + registration_problem)
+        return 0
+    dev = torch.cuda.current_device() if device is None else device
     n = 0
     for s in states:
-        graph.register_generator_state(s)
+        if _state_device(s) != dev:
+            continue
+        try:
+            reg(s)
+        except Exception as e:  # noqa: BLE001 - never the reason a capture fails
+            registration_problem = (f"torch refused to register a tracker state with a graph "
+                                    f"({type(e).__name__}: {e}): automatic registration is off")
+            _lib.log_once("warn", "recap.torch: " + registration_problem)
+            return n
         n += 1
     return n
 
@@ -519,13 +446,8 @@ def install() -> None:
         def replay(self):
             d = getattr(self, "__dict__", None)
             plan = d.get("_recap_plan") if d is not None else None
-            if plan is not None:
-                rc = plan.replay()
-                if rc == 0:
-                    return
-                if rc > 0:
-                    raise RuntimeError(f"recap.torch: graph replay failed (CUDA error {rc})")
-            orig["replay"](self)
+            if plan is None or not plan.replay(self):
+                orig["replay"](self)
 
         _orig.update(orig)  # before patching: a failure below leaves install() idempotent
         _orig_make_graphed_callables = torch.cuda.make_graphed_callables

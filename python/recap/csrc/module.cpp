@@ -1,0 +1,60 @@
+// SPDX-License-Identifier: Apache-2.0
+// recap._C: recap.torch's compiled extension (recap/torch.py says what each part is for). Built
+// against one torch (setup.py passes its version as RECAP_TORCH_BUILT_FOR); importing it under
+// another raises ImportError, and recap.torch then runs its Python operations.
+#include <torch/csrc/Generator.h>
+#include <torch/csrc/utils/pybind.h>
+
+#include "torch_access.h"
+
+#ifndef RECAP_TORCH_BUILT_FOR
+#error "setup.py defines RECAP_TORCH_BUILT_FOR (torch.__version__ at build time)"
+#endif
+
+namespace py = pybind11;
+using namespace recap_torch;
+
+PYBIND11_MODULE(_C, m)
+{
+    std::string running = py::module_::import("torch").attr("__version__").cast<std::string>();
+    if (running != RECAP_TORCH_BUILT_FOR)
+        throw py::import_error("recap._C was built for torch " RECAP_TORCH_BUILT_FOR
+                               ", not the running torch " + running);
+    m.attr("TORCH_VERSION") = RECAP_TORCH_BUILT_FOR;
+    m.attr("REPLAY_VERIFIED") = replay_verified();
+    m.def(
+        "framework",
+        [](int device) {
+            void *c = framework_context(device);
+            return py::make_tuple(reinterpret_cast<uintptr_t>(framework_ops_of(c)),
+                                  reinterpret_cast<uintptr_t>(c));
+        },
+        "(table, context) addresses of torch's default CUDA generator of a device, for "
+        "recap_generator_create_framework");
+    m.def(
+        "state_generator",
+        [](uintptr_t handle) {
+            TORCH_CHECK(handle != 0, "recap._C.state_generator: a null state handle");
+            return py::reinterpret_steal<py::object>(
+                THPGenerator_Wrap(state_generator(reinterpret_cast<void *>(handle))));
+        },
+        "the torch.Generator of a recap state handle (a new reference to the same object)");
+    m.def("take_error", &take_error,
+          "the message of the last C++ exception an operation caught in this thread");
+    m.def(
+        "state_id",
+        [](py::handle gen) {
+            at::Generator g = THPGenerator_Unwrap(gen.ptr());
+            TORCH_CHECK(g.device().is_cuda(), "recap._C.state_id: not a CUDA generator");
+            auto *impl = static_cast<at::CUDAGeneratorImpl *>(g.unsafeGetGeneratorImpl());
+            return reinterpret_cast<uintptr_t>(state_of(impl));
+        },
+        "the address of the at::CUDAGeneratorState a CUDA generator draws from now");
+    m.def(
+        "replay", [](at::cuda::CUDAGraph &g) { return replay(&g); },
+        py::call_guard<py::gil_scoped_release>(),
+        "one replay by recap: True when launched, False when torch's replay must run");
+    m.def(
+        "graph_states", [](at::cuda::CUDAGraph &g) { return graph_states(&g); },
+        "the (state address, increment) pairs of the graph's table");
+}

@@ -1,0 +1,51 @@
+// SPDX-License-Identifier: Apache-2.0
+// Names torch keeps out of its public interface, taken from torch's own headers: the compiler
+// places every field, so nothing is searched for or read out of process memory.
+//
+// - CUDAGeneratorImpl::state_ is private. The one standard way to name a private member from
+//   outside is an explicit template instantiation, where access is not checked ([temp.spec]):
+//   generator_ops.cpp hands its pointer-to-member to a friend function that way.
+// - CUDAGraph's members are protected: a class derived from it may form pointers to them.
+// The extension is built against the torch it runs with (recap/_build.py records which; the
+// module refuses another), so these names and types are the running torch's.
+#pragma once
+
+#include <ATen/cuda/CUDAGeneratorImpl.h>
+#include <ATen/cuda/CUDAGraph.h>
+
+#include "recap.h"
+
+namespace recap_torch {
+
+using StatePtr = c10::intrusive_ptr<at::CUDAGeneratorState>;
+
+// The state a generator (or a graph-safe state object) draws from now (generator_ops.cpp holds
+// the one explicit instantiation that names CUDAGeneratorImpl::state_).
+at::CUDAGeneratorState *state_of(at::CUDAGeneratorImpl *impl);
+
+struct GraphMembers : at::cuda::CUDAGraph {
+    static constexpr auto table = &GraphMembers::captured_generator_states_;
+    static constexpr auto exec = &GraphMembers::graph_exec_;
+    static constexpr auto has_exec = &GraphMembers::has_graph_exec_;
+    static constexpr auto stream = &GraphMembers::capture_stream_;
+};
+
+// The pointer recap passes back to the operations of torch's default CUDA generator of
+// `device`, and their table (include/recap.h); both live as long as the process.
+void *framework_context(int device);
+const recap_framework_ops_t *framework_ops_of(void *context);
+
+// An owned reference to a recap state handle as a torch generator (for registration).
+at::Generator state_generator(void *handle);
+// The message of the last exception an operation caught in this thread ("" when none).
+std::string take_error();
+
+// One replay of `graph` by recap: true when launched; false when torch's replay must run (nothing
+// was done). Throws torch's error for a failed CUDA call.
+bool replay(at::cuda::CUDAGraph *graph);
+// The (state, increment) pairs of the graph's table, states as addresses (tests).
+std::vector<std::pair<uintptr_t, uint64_t>> graph_states(at::cuda::CUDAGraph *graph);
+// Whether recap's replay was checked against torch's on this torch (the list in graph_replay.cpp).
+bool replay_verified();
+
+} // namespace recap_torch

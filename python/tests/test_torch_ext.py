@@ -1,0 +1,105 @@
+# SPDX-License-Identifier: Apache-2.0
+"""recap._C, recap.torch's compiled extension, where no GPU is needed: it was built for the
+running torch and loads; it is refused, with one message naming both versions, under another
+torch (by recap/_ext.py before the import, and by the module itself); RECAP_TORCH_EXT=0 and an
+install without it run the Python operations and say so; without torch, ``import recap.torch``
+raises one ImportError naming what to install. The operations themselves need a CUDA device:
+tests/python (gpu-check) drives them against torch's own API.
+
+RECAP_REQUIRE_TORCH=1 (CI) makes a missing torch a failure rather than a skip."""
+import os
+import subprocess
+import sys
+import unittest
+
+import recap
+
+try:
+    import torch
+except ImportError:
+    torch = None
+
+PKG_PARENT = os.path.dirname(os.path.dirname(os.path.abspath(recap.__file__)))
+
+
+def run_py(code, env=None, flags=()):
+    e = dict(os.environ, PYTHONPATH=PKG_PARENT, RECAP_LOG="warn")
+    e.update(env or {})
+    return subprocess.run([sys.executable, *flags, "-c", code], env=e, capture_output=True,
+                          text=True, timeout=300)
+
+
+@unittest.skipIf(torch is None and os.environ.get("RECAP_REQUIRE_TORCH") != "1",
+                 "torch is not installed")
+class TorchExtension(unittest.TestCase):
+    def test_built_for_the_running_torch_and_loads(self):
+        from recap import _ext
+        self.assertEqual(_ext.built_for(), torch.__version__,
+                         "recap/_build.py records the torch it was built against")
+        m = _ext.module()
+        self.assertIsNotNone(m, _ext.why)
+        self.assertEqual(m.TORCH_VERSION, torch.__version__)
+        self.assertEqual(_ext.why, "")
+        import recap.torch as rt
+        b = rt.backend()
+        self.assertEqual((b["ops"], b["built_for"], b["torch"]),
+                         ("extension", torch.__version__, torch.__version__))
+        # On the versions whose replay was checked against torch's: 2.11 here.
+        major_minor = tuple(int(x) for x in torch.__version__.split("+")[0].split(".")[:2])
+        self.assertEqual(m.REPLAY_VERIFIED, major_minor == (2, 11))
+
+    def test_refused_under_another_torch(self):
+        for other in ("2.99.0", torch.__version__ + "x", "1.0"):
+            r = run_py("import torch; torch.__version__ = %r\n"
+                       "from recap import _ext\n"
+                       "assert _ext.module() is None\n"
+                       "print(_ext.why)\n"
+                       "try:\n"
+                       "    import recap._C\n"
+                       "except ImportError as e:\n"
+                       "    print('module:', e)\n"
+                       "else:\n"
+                       "    print('module: loaded')\n" % other)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            why, module = r.stdout.strip().splitlines()
+            self.assertIn(f"built for torch {torch.__version__}", why)
+            self.assertIn(f"not the running torch {other}", why)
+            self.assertEqual(module, f"module: recap._C was built for torch {torch.__version__}"
+                             f", not the running torch {other}")
+            self.assertEqual(r.stderr.count("recap WARN"), 1, r.stderr)
+            self.assertIn("Python operations", r.stderr)
+
+    def test_turned_off_says_so_once(self):
+        r = run_py("import recap.torch as rt\n"
+                   "from recap import _ext\n"
+                   "assert _ext.module() is None and _ext.module() is None\n"
+                   "print(rt.backend()['ops'], rt.backend()['why'])",
+                   env={"RECAP_TORCH_EXT": "0"})
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(r.stdout.strip(), "python RECAP_TORCH_EXT=0")
+        self.assertEqual(r.stderr.count("recap WARN"), 1, r.stderr)
+
+    def test_silent_without_recap_log(self):
+        r = run_py("from recap import _ext; assert _ext.module() is None",
+                   env={"RECAP_TORCH_EXT": "0", "RECAP_LOG": ""})
+        self.assertEqual((r.returncode, r.stdout, r.stderr), (0, "", ""))
+
+
+class WithoutTorch(unittest.TestCase):
+    def test_import_names_what_to_install(self):
+        # -S: no site-packages, so no torch; the package comes from PYTHONPATH.
+        for mod in ("recap.torch", "recap.megatron"):
+            r = run_py(f"import {mod}", flags=("-S",))
+            self.assertNotEqual(r.returncode, 0)
+            last = r.stderr.strip().splitlines()[-1]
+            self.assertTrue(last.startswith("ImportError: recap.torch needs PyTorch"), last)
+            self.assertIn("pip install torch", last)
+            self.assertNotIn("During handling", r.stderr, "one error, not a chain")
+
+    def test_the_rest_of_the_package_needs_no_torch(self):
+        r = run_py("import recap, recap._lib, recap._abi, recap.run; print('ok')", flags=("-S",))
+        self.assertEqual((r.returncode, r.stdout.strip()), (0, "ok"), r.stderr)
+
+
+if __name__ == "__main__":
+    unittest.main()
