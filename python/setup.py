@@ -79,7 +79,7 @@ def extension_build():
                 f.write("# Written by setup.py: the torch recap._C was built against.\n"
                         f"TORCH_VERSION = {torch.__version__!r}\n")
 
-    return [ext], {"build_ext": BuildExt.with_options(use_ninja=False)}
+    return [ext], {"build_ext": BuildExt}
 
 
 class BuildPy(build_py):

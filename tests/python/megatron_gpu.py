@@ -265,9 +265,176 @@ def unmodified():
           "unmodified script: 3 replays of its captured step equal 3 eager steps")
 
 
+# ------------------------------------------------------------------ recap.torch's extension
+# Each sequence below runs through Megatron's own module (torch's API calls) and through
+# recap.megatron (recap._C's operations) from the same start; every outcome must agree.
+
+CAPTURE_OPS = ("get_set_states", "fork_dropout", "nested_forks", "snapshot_restore",
+               "fork_rng", "default_dropout", "get_cuda_state", "set_cuda_state")
+
+
+def _op(mod, t, op, x, outs):
+    name = mod._MODEL_PARALLEL_RNG_TRACKER_NAME
+    if op == "get_set_states":
+        t.set_states(t.get_states())
+    elif op == "fork_dropout":
+        with t.fork(name):
+            outs.append(torch.nn.functional.dropout(x, 0.5))
+    elif op == "nested_forks":
+        with t.fork(name):
+            with t.fork(mod._DATA_PARALLEL_RNG_TRACKER_NAME):
+                outs.append(torch.nn.functional.dropout(x, 0.3))
+            outs.append(torch.randn(129, device="cuda"))
+    elif op == "snapshot_restore":
+        saved = mod._get_all_rng_states()
+        with t.fork(name):
+            outs.append(torch.nn.functional.dropout(x, 0.5))
+        mod._set_all_rng_states(*saved)
+    elif op == "fork_rng":
+        with mod._fork_rng():
+            outs.append(torch.nn.functional.dropout(x, 0.4))
+    elif op == "default_dropout":
+        outs.append(torch.nn.functional.dropout(x, 0.2))
+    elif op == "get_cuda_state":
+        mod._get_cuda_rng_state(graph_safe=t.use_cudagraphable_rng)
+    elif op == "set_cuda_state":
+        mod._set_cuda_rng_state(mod._get_cuda_rng_state(graph_safe=t.use_cudagraphable_rng),
+                                graph_safe=t.use_cudagraphable_rng)
+
+
+def _states_now(t):
+    out = {}
+    for k, v in t.get_states().items():
+        out[k] = (v.get_state() if isinstance(v, torch.Generator) else v).clone()
+    out["_default"] = torch.cuda.default_generators[0].get_state()
+    return out
+
+
+def capture_sequence(mod, graph_safe, ops, replays=3):
+    """ops inside torch.cuda.graph (each one's outcome: ok or torch's error), then replays with
+    eager draws between, then eager draws: the trace, every output and every state."""
+    seed_all(mod, graph_safe, 1, 0)
+    t = mod.get_cuda_rng_tracker()
+    x = torch.ones(4096, device="cuda")
+    trace, outs = [], []
+    g = torch.cuda.CUDAGraph()
+    if mod is meg and graph_safe:  # Megatron needs its states registered by hand; recap not
+        for st in t.get_states().values():
+            g.register_generator_state(st)
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    try:
+        with torch.cuda.graph(g, stream=s):
+            for op in ops:
+                try:
+                    _op(mod, t, op, x, outs)
+                    trace.append(op + ": ok")
+                except Exception as e:  # noqa: BLE001 - the outcome is compared
+                    trace.append(f"{op}: {type(e).__name__}")
+    except Exception as e:  # noqa: BLE001
+        trace.append(f"capture: {type(e).__name__}: {str(e).splitlines()[0]}")
+        torch.cuda.synchronize()
+        return trace, [], {}
+    torch.cuda.current_stream().wait_stream(s)
+    got = []
+    for k in range(replays):
+        g.replay()
+        got.extend(o.clone() for o in outs)
+        eager = []
+        _op(mod, t, CAPTURE_OPS[1 + k % 2], x, eager)
+        got.extend(eager)
+    torch.cuda.synchronize()
+    return trace, got, _states_now(t)
+
+
+def capture_ops():
+    import random
+    rng = random.Random(int(__import__("os").environ.get("RECAP_TEST_SEED", "1")))
+    cases = [list(CAPTURE_OPS)] + [[rng.choice(CAPTURE_OPS) for _ in range(rng.randrange(1, 7))]
+                                   for _ in range(12)]
+    for graph_safe in (False, True):
+        mode = "graph-safe" if graph_safe else "value"
+        agree = 0
+        for ops in cases:
+            a = capture_sequence(meg, graph_safe, ops)
+            b = capture_sequence(rec, graph_safe, ops)
+            ok = a[0] == b[0] and len(a[1]) == len(b[1]) and \
+                all(torch.equal(u, v) for u, v in zip(a[1], b[1])) and \
+                a[2].keys() == b[2].keys() and all(torch.equal(a[2][k], b[2][k]) for k in a[2])
+            if not ok:
+                print(f"      {mode} {ops}:\n        torch's API: {a[0]}\n        recap:       {b[0]}")
+            agree += ok
+        print(f"info  {mode}, inside a capture, the first sequence's outcomes through torch's API: "
+              f"{capture_sequence(meg, graph_safe, cases[0])[0]}")
+        check(agree == len(cases), f"inside torch.cuda.graph, {mode}: {len(cases)} sequences of "
+              "get/set_states, forks, snapshots, _fork_rng through recap._C give what torch's API "
+              f"gives (outcomes, replays, later eager draws, every state): {agree}/{len(cases)}")
+
+
+def lstm_step(mod, reseed_every):
+    """cuDNN LSTM with dropout, the tracker's states set between steps: cuDNN re-reads the
+    generator only when torch's set_state cleared its RNN flag."""
+    seed_all(mod, False, 0, 0)
+    t = mod.get_cuda_rng_tracker()
+    torch.manual_seed(3)
+    lstm = torch.nn.LSTM(64, 128, num_layers=3, dropout=0.4).cuda()
+    x = torch.randn(20, 8, 64, device="cuda")
+    outs = []
+    for k in range(6):
+        if k % reseed_every == 0:
+            t.set_states(t.get_states())
+            mod._set_cuda_rng_state(mod._get_cuda_rng_state())
+        with t.fork():
+            y, _ = lstm(x)
+        outs.append(y.detach().clone())
+    return outs
+
+
+def lstm():
+    check(torch.backends.cudnn.is_available(), "cuDNN is available (the LSTM runs its kernels)")
+    for every in (1, 2, 5):
+        a, b = lstm_step(meg, every), lstm_step(rec, every)
+        check(all(torch.equal(u, v) for u, v in zip(a, b)), f"nn.LSTM(dropout=0.4), states set "
+              f"every {every} step(s): recap._C's writes give torch's outputs (cuDNN's RNN flag)")
+
+
+def threads():
+    """Four threads, each with its own graph-safe tracker, forking, snapshotting and setting
+    states at once; each tracker's draws equal the same sequence run alone."""
+    import threading
+
+    def work(seed, n, out):
+        t = rec.CudaRNGStatesTracker(use_cudagraphable_rng=True)
+        t.add("a", seed)
+        t.add("b", seed + 1)
+        drawn = []
+        for k in range(n):
+            st = t.get_states()
+            with t.fork("a" if k % 2 else "b"):
+                snap = rec._get_all_rng_states()
+                rec._set_all_rng_states(*snap)
+            t.set_states(st)
+            drawn.append(t.get_states()["a"].get_state())
+        out.append(drawn)
+
+    n = 300
+    alone = []
+    work(11, n, alone)
+    outs = [[] for _ in range(4)]
+    ths = [threading.Thread(target=work, args=(11, n, outs[i])) for i in range(4)]
+    for th in ths:
+        th.start()
+    for th in ths:
+        th.join()
+    check(all(len(o) == 1 and all(torch.equal(u, v) for u, v in zip(o[0], alone[0]))
+              for o in outs), f"4 threads x {n} forks/snapshots/sets on their own trackers: "
+          "each equals the sequence alone, no reference lost")
+
+
 if __name__ == "__main__":
     what = sys.argv[1] if len(sys.argv) > 1 else "identity"
-    {"identity": identity, "autoreg": autoreg, "bench": bench, "unmodified": unmodified}[what]()
+    {"identity": identity, "autoreg": autoreg, "bench": bench, "unmodified": unmodified,
+     "capture": capture_ops, "lstm": lstm, "threads": threads}[what]()
     if FAILS:
         print(f"megatron_gpu {what}: {len(FAILS)} check(s) failed")
         sys.exit(1)
