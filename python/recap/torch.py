@@ -102,7 +102,9 @@ class TorchGenerator:
         self._ext = _ext.module()
         if self._ext is not None:
             # The table and its context live in recap._C: no Python runs in its operations.
-            ops, ctx = (ctypes.c_void_p(a) for a in self._ext.framework(index))
+            table, context = self._ext.framework(index)
+            ops = ctypes.cast(ctypes.c_void_p(table), ctypes.POINTER(_abi.FrameworkOps))
+            ctx = ctypes.c_void_p(context)
         else:
             self._ops = self._make_ops()
             ops, ctx = ctypes.byref(self._ops), None
