@@ -310,65 +310,87 @@ def _states_now(t):
     return out
 
 
-def capture_sequence(mod, graph_safe, ops, replays=3):
+def capture_sequence(mod, graph_safe, ops, captured=True, replays=3):
     """ops inside torch.cuda.graph (each one's outcome: ok or torch's error), then replays with
-    eager draws between, then eager draws: the trace, every output and every state."""
+    eager draws between, then every state; captured=False runs the ops eagerly instead of each
+    replay (the oracle: graphs on = graphs off)."""
     seed_all(mod, graph_safe, 1, 0)
     t = mod.get_cuda_rng_tracker()
     x = torch.ones(4096, device="cuda")
-    trace, outs = [], []
-    g = torch.cuda.CUDAGraph()
-    if mod is meg and graph_safe:  # Megatron needs its states registered by hand; recap not
-        for st in t.get_states().values():
-            g.register_generator_state(st)
-    s = torch.cuda.Stream()
-    s.wait_stream(torch.cuda.current_stream())
-    try:
-        with torch.cuda.graph(g, stream=s):
-            for op in ops:
-                try:
-                    _op(mod, t, op, x, outs)
-                    trace.append(op + ": ok")
-                except Exception as e:  # noqa: BLE001 - the outcome is compared
-                    trace.append(f"{op}: {type(e).__name__}")
-    except Exception as e:  # noqa: BLE001
-        trace.append(f"capture: {type(e).__name__}: {str(e).splitlines()[0]}")
-        torch.cuda.synchronize()
-        return trace, [], {}
-    torch.cuda.current_stream().wait_stream(s)
-    got = []
+    trace, outs, got = [], [], []
+    if captured:
+        g = torch.cuda.CUDAGraph()
+        if mod is meg and graph_safe:  # Megatron needs its states registered by hand; recap not
+            for st in t.get_states().values():
+                g.register_generator_state(st)
+        s = torch.cuda.Stream()
+        s.wait_stream(torch.cuda.current_stream())
+        try:
+            with torch.cuda.graph(g, stream=s):
+                for op in ops:
+                    try:
+                        _op(mod, t, op, x, outs)
+                        trace.append(op + ": ok")
+                    except Exception as e:  # noqa: BLE001 - the outcome is compared
+                        trace.append(f"{op}: {type(e).__name__}")
+        except Exception as e:  # noqa: BLE001
+            trace.append(f"capture: {type(e).__name__}: {str(e).splitlines()[0]}")
+            torch.cuda.synchronize()
+            return trace, [], {}
+        torch.cuda.current_stream().wait_stream(s)
     for k in range(replays):
-        g.replay()
-        got.extend(o.clone() for o in outs)
-        eager = []
-        _op(mod, t, CAPTURE_OPS[1 + k % 2], x, eager)
-        got.extend(eager)
+        if captured:
+            g.replay()
+            got.extend(o.clone() for o in outs)
+        else:
+            for op in ops:
+                _op(mod, t, op, x, got)
+        _op(mod, t, CAPTURE_OPS[1 + k % 2], x, got)
     torch.cuda.synchronize()
     return trace, got, _states_now(t)
 
 
+def _same_run(a, b):
+    return len(a[1]) == len(b[1]) and all(torch.equal(u, v) for u, v in zip(a[1], b[1])) and \
+        a[2].keys() == b[2].keys() and all(torch.equal(a[2][k], b[2][k]) for k in a[2])
+
+
 def capture_ops():
+    """Value mode: every outcome, output and state equals Megatron's module, i.e. torch's own
+    get_state/set_state calls (which refuse inside a capture). Graph-safe mode: every outcome
+    equals torch's API (Megatron's module), and the values equal the same ops run eagerly, the
+    oracle (Megatron's graph-safe snapshots keep references to state objects that advance, so
+    its values are not one)."""
     import random
     rng = random.Random(int(__import__("os").environ.get("RECAP_TEST_SEED", "1")))
     cases = [list(CAPTURE_OPS)] + [[rng.choice(CAPTURE_OPS) for _ in range(rng.randrange(1, 7))]
                                    for _ in range(12)]
     for graph_safe in (False, True):
         mode = "graph-safe" if graph_safe else "value"
-        agree = 0
+        agree = meg_oracle = 0
         for ops in cases:
             a = capture_sequence(meg, graph_safe, ops)
             b = capture_sequence(rec, graph_safe, ops)
-            ok = a[0] == b[0] and len(a[1]) == len(b[1]) and \
-                all(torch.equal(u, v) for u, v in zip(a[1], b[1])) and \
-                a[2].keys() == b[2].keys() and all(torch.equal(a[2][k], b[2][k]) for k in a[2])
+            if graph_safe:
+                oracle = capture_sequence(rec, graph_safe, ops, captured=False)
+                ok = a[0] == b[0] and _same_run(b, oracle)
+                meg_oracle += _same_run(a, capture_sequence(meg, graph_safe, ops, captured=False))
+            else:
+                ok = a[0] == b[0] and _same_run(a, b)
             if not ok:
                 print(f"      {mode} {ops}:\n        torch's API: {a[0]}\n        recap:       {b[0]}")
             agree += ok
         print(f"info  {mode}, inside a capture, the first sequence's outcomes through torch's API: "
               f"{capture_sequence(meg, graph_safe, cases[0])[0]}")
+        if graph_safe:
+            print(f"info  Megatron's own module, graph-safe: captured = eager in {meg_oracle}/"
+                  f"{len(cases)} sequences")
+            what = "outcomes = torch's API, replays and states = the ops run eagerly"
+        else:
+            what = "outcomes, replays, later eager draws and every state = torch's API"
         check(agree == len(cases), f"inside torch.cuda.graph, {mode}: {len(cases)} sequences of "
-              "get/set_states, forks, snapshots, _fork_rng through recap._C give what torch's API "
-              f"gives (outcomes, replays, later eager draws, every state): {agree}/{len(cases)}")
+              f"get/set_states, forks, snapshots, _fork_rng through recap._C: {what}: "
+              f"{agree}/{len(cases)}")
 
 
 def lstm_step(mod, reseed_every):
@@ -399,36 +421,62 @@ def lstm():
 
 
 def threads():
-    """Four threads, each with its own graph-safe tracker, forking, snapshotting and setting
-    states at once; each tracker's draws equal the same sequence run alone."""
+    """Four threads, each with its own graph-safe tracker on torch's one default generator,
+    forking (a dropout inside), reading and setting their states at once, 300 times each. recap
+    refuses a fork while another tracker's fork is open on the generator (RECAP_ERR_STATE):
+    every call either works or is refused so. Afterwards each tracker's states equal a tracker
+    that made the same successful forks alone: no draw went to another thread's state and no
+    reference was lost."""
     import threading
 
-    def work(seed, n, out):
+    from recap._lib import RecapStateError
+
+    x = torch.ones(1024, device="cuda")
+    errors = []
+
+    def make(seed):
         t = rec.CudaRNGStatesTracker(use_cudagraphable_rng=True)
         t.add("a", seed)
         t.add("b", seed + 1)
-        drawn = []
-        for k in range(n):
-            st = t.get_states()
-            with t.fork("a" if k % 2 else "b"):
-                snap = rec._get_all_rng_states()
-                rec._set_all_rng_states(*snap)
-            t.set_states(st)
-            drawn.append(t.get_states()["a"].get_state())
-        out.append(drawn)
+        return t
+
+    def work(t, n, done):
+        try:
+            for k in range(n):
+                name = "a" if k % 2 else "b"
+                try:
+                    with t.fork(name):
+                        torch.nn.functional.dropout(x, 0.5)
+                    done[name] += 1
+                    t.set_states(t.get_states())
+                except RecapStateError:
+                    pass
+        except Exception as e:  # noqa: BLE001 - anything else fails the check
+            errors.append(repr(e))
 
     n = 300
-    alone = []
-    work(11, n, alone)
-    outs = [[] for _ in range(4)]
-    ths = [threading.Thread(target=work, args=(11, n, outs[i])) for i in range(4)]
+    trackers = [make(100 + 10 * i) for i in range(4)]
+    done = [{"a": 0, "b": 0} for _ in trackers]
+    ths = [threading.Thread(target=work, args=(t, n, d)) for t, d in zip(trackers, done)]
     for th in ths:
         th.start()
     for th in ths:
         th.join()
-    check(all(len(o) == 1 and all(torch.equal(u, v) for u, v in zip(o[0], alone[0]))
-              for o in outs), f"4 threads x {n} forks/snapshots/sets on their own trackers: "
-          "each equals the sequence alone, no reference lost")
+    torch.cuda.synchronize()
+    same = True
+    for i, (t, d) in enumerate(zip(trackers, done)):
+        alone = make(100 + 10 * i)
+        for name, count in d.items():
+            for _ in range(count):
+                with alone.fork(name):
+                    torch.nn.functional.dropout(x, 0.5)
+        got, want = t.get_states(), alone.get_states()
+        same &= all(torch.equal(got[k].get_state(), want[k].get_state()) for k in want)
+    forks = sum(d["a"] + d["b"] for d in done)
+    print(f"info  forks kept: {forks} of {4 * n} calls; {errors[:3]}")
+    check(not errors and same, f"4 threads x {n} forks/gets/sets on their own trackers: every "
+          "call works or is refused with RECAP_ERR_STATE; each tracker's states equal the same "
+          "successful forks made alone")
 
 
 if __name__ == "__main__":
