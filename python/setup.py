@@ -85,6 +85,10 @@ def extension_build():
 class BuildPy(build_py):
     def run(self):
         super().run()
+        if PYTHON_OPS:  # an extension an earlier build left in the build tree is not this one
+            for stale in glob.glob(os.path.join(self.build_lib, "recap", "_C*.so")) + \
+                    glob.glob(os.path.join(self.build_lib, "recap", "_build.py")):
+                os.remove(stale)
         dest = os.path.join(self.build_lib, "recap", "_lib")
         lib = bundled_lib()
         if lib:

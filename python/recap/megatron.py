@@ -33,7 +33,8 @@ from . import torch as rtorch  # first: without torch, its one clear ImportError
 from . import _abi
 import torch
 from torch.utils.checkpoint import detach_variable
-from ._lib import RecapError, check, lib
+from . import _lib
+from ._lib import check, lib
 
 try:  # Transformer Engine is optional, as in Megatron
     import transformer_engine  # noqa: F401
@@ -191,7 +192,7 @@ class CudaRNGStatesTracker:
     def _call(self, name: str, *args) -> None:
         st = getattr(lib(), name)(*args)
         if st != _abi.RECAP_OK:
-            err = RecapError(st, lib().recap_last_error().decode(errors="replace"), name)
+            err = _lib.error(st, name)  # typed: RecapStateError for RECAP_ERR_STATE
             if self._gen is not None:
                 self._gen.raise_pending(err)
             raise err

@@ -5,10 +5,13 @@
     recap-run torchrun --nproc-per-node 8 train.py ...
 
 It sets LD_PRELOAD to librecap (captures seen by the hooks, recap's own generators registered
-automatically), and puts recap's sitecustomize first on PYTHONPATH, so every Python process
-(torchrun's workers too, which inherit the environment) uses recap.megatron in place of
-Megatron-Core's tensor_parallel.random, with automatic registration of tracker states with every
-torch CUDA graph. Nothing is printed on stdout.
+automatically), and puts the folder of recap's sitecustomize (that file alone) first on
+PYTHONPATH, so every Python process (torchrun's workers too, which inherit the environment) uses
+recap.megatron in place of Megatron-Core's tensor_parallel.random, with automatic registration
+of tracker states with every torch CUDA graph. The folder recap is installed in is not put on
+PYTHONPATH (it would shadow that folder's other packages in every child): RECAP_SITE names it,
+and the sitecustomize appends it to sys.path only where ``import recap`` fails without it.
+``--help`` and ``--version`` print on stdout; nothing else does.
 """
 from __future__ import annotations
 
@@ -28,8 +31,9 @@ def environment(env: dict, preload: bool = True, megatron: bool = True) -> dict:
     here = os.path.dirname(os.path.abspath(__file__))
     auto = os.path.join(here, "_autoload")
     pkg_root = os.path.dirname(here)
-    paths = [auto, pkg_root] + [p for p in out.get("PYTHONPATH", "").split(os.pathsep) if p]
+    paths = [auto] + [p for p in out.get("PYTHONPATH", "").split(os.pathsep) if p]
     out["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(paths))
+    out["RECAP_SITE"] = pkg_root
     if not megatron:
         out["RECAP_MEGATRON"] = "0"
     if preload:
@@ -46,11 +50,11 @@ def main(argv: Optional[List[str]] = None) -> int:
     while args and args[0].startswith("-"):
         a = args.pop(0)
         if a in ("-h", "--help"):
-            sys.stderr.write(USAGE)
+            sys.stdout.write(USAGE)
             return 0
         if a == "--version":
             from . import __version__
-            sys.stderr.write(f"recap-run {__version__}\n")
+            sys.stdout.write(f"recap-run {__version__}\n")
             return 0
         if a == "--no-preload":
             preload = False

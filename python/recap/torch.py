@@ -359,7 +359,7 @@ class exact_capture(contextlib.ContextDecorator):
     Restores on exceptions too; nests; process-wide (no other thread should draw meanwhile).
     ``RECAP_EXACT_CAPTURE=0`` makes it do nothing. A class rather than a generator function:
     entering and leaving are two C calls, about 2 us in all with 8 tracker states when torch's
-    generators run their value operations in C (recap/_torchops.c), over 100 us in Python
+    generators run their operations in recap._C, over 100 us in Python
     (tests/python/graphs_exact.py measures both)."""
 
     __slots__ = ("_scope", "_entered")

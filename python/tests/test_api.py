@@ -186,8 +186,11 @@ class RecapRun(unittest.TestCase):
     def test_help_unknown_option_and_missing_command(self):
         r = self.run_tool("--help")
         self.assertEqual(r.returncode, 0)
-        self.assertIn("usage: recap-run", r.stderr)
-        self.assertEqual(r.stdout, "")
+        self.assertTrue(r.stdout.startswith("usage: recap-run"), r.stdout)
+        self.assertEqual(r.stderr, "")
+        r = self.run_tool("--version")
+        self.assertEqual((r.returncode, r.stdout, r.stderr),
+                         (0, f"recap-run {recap.__version__}\n", ""))
         self.assertEqual(self.run_tool("--bogus").returncode, 2)
         self.assertEqual(self.run_tool().returncode, 2)
 
@@ -202,6 +205,25 @@ class RecapRun(unittest.TestCase):
         r = self.run_tool("--no-preload", sys.executable, "-c",
                           "import os; print(os.environ.get('LD_PRELOAD', ''))")
         self.assertEqual(r.stdout.strip(), "")
+
+    def test_the_site_folder_is_not_put_on_the_childs_path(self):
+        # Only the autoload folder (sitecustomize alone) goes on PYTHONPATH; recap's own site
+        # folder is appended to sys.path by the sitecustomize only where recap is not
+        # importable otherwise, and never ahead of the job's own entries.
+        root = os.path.dirname(os.path.dirname(os.path.abspath(recap.__file__)))
+        code = ("import os, sys, recap; print(os.environ['PYTHONPATH']); "
+                "print(os.path.dirname(os.path.dirname(os.path.abspath(recap.__file__))))")
+        env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+        r = subprocess.run([sys.executable, "-c", "import sys; sys.path.insert(0, %r); "
+                            "from recap import run; sys.exit(run.main(['--no-preload', %r, "
+                            "'-c', %r]))" % (root, sys.executable, code)],
+                           capture_output=True, text=True, cwd=HERE, env=env)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        pythonpath, found = r.stdout.split()
+        entries = pythonpath.split(os.pathsep)
+        self.assertEqual(len(entries), 1, entries)
+        self.assertTrue(os.path.samefile(entries[0], os.path.join(root, "recap", "_autoload")))
+        self.assertTrue(os.path.samefile(found, root))
 
 
 if __name__ == "__main__":

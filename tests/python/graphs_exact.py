@@ -254,8 +254,8 @@ def costs(g):
         f"{info[i].name.decode()} driven by {info[i].trackers} tracker(s)"
         for i in range(min(n.value, 8))))
     check(rt.generator(0).fast, "torch's generators take their value operations from "
-          "recap/_torchops.c (checked against torch's own get_state/set_state)")
-    for env, what in (({}, "C operations"), ({"RECAP_TORCH_FASTOPS": "0"}, "Python operations")):
+          "recap._C (torch's own C++ calls)")
+    for env, what in (({}, "C operations"), ({"RECAP_TORCH_EXT": "0"}, "Python operations")):
         p = subprocess.run([sys.executable, __file__, "scope-cost"], capture_output=True,
                            text=True, env=dict(os.environ, **env), timeout=120)
         line = [x for x in p.stdout.splitlines() if x.startswith("|")]

@@ -429,7 +429,7 @@ def threads():
     reference was lost."""
     import threading
 
-    from recap._lib import RecapStateError
+    from recap._lib import RecapStateError  # RECAP_ERR_STATE
 
     x = torch.ones(1024, device="cuda")
     errors = []

@@ -7,7 +7,17 @@ import os
 import sys
 
 
+def _find_recap():
+    """recap importable: from the job's own path, else from the folder recap-run found it in
+    (RECAP_SITE), appended last so that it shadows nothing of the job's."""
+    if importlib.util.find_spec("recap") is None:
+        site = os.environ.get("RECAP_SITE")
+        if site and site not in sys.path:
+            sys.path.append(site)
+
+
 def _activate():
+    _find_recap()
     if os.environ.get("RECAP_MEGATRON", "1") != "0":
         try:
             import recap.megatron
