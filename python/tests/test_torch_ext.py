@@ -85,6 +85,78 @@ class TorchExtension(unittest.TestCase):
         self.assertEqual((r.returncode, r.stdout, r.stderr), (0, "", ""))
 
 
+class _Dev:
+    def __init__(self, index):
+        self.type, self.index = "cuda", index
+
+
+class _State:
+    def __init__(self, index):
+        self.device = _Dev(index)
+
+
+class _Graph:
+    def __init__(self, refuse_at=None):
+        self.got, self.refuse_at = [], refuse_at
+
+    def register_generator_state(self, s):
+        if self.refuse_at is not None and len(self.got) == self.refuse_at:
+            raise RuntimeError("torch changed its mind")
+        self.got.append(s)
+
+
+@unittest.skipIf(torch is None and os.environ.get("RECAP_REQUIRE_TORCH") != "1",
+                 "torch is not installed")
+class AutomaticRegistration(unittest.TestCase):
+    """recap.torch.register_with, which install()'s capture_begin calls: a state goes only to
+    graphs of its own device; a refusal or a missing call turns registration off, said once,
+    and never reaches the capture."""
+
+    def setUp(self):
+        import recap.torch as rt
+        self.rt = rt
+        rt.registration_problem = ""
+
+    tearDown = setUp
+
+    def test_only_states_of_the_capture_device(self):
+        import random
+        rng = random.Random(int(os.environ.get("RECAP_TEST_SEED", "7")))
+        for _ in range(50):
+            states = [_State(rng.randrange(4)) for _ in range(rng.randrange(12))]
+            dev = rng.randrange(4)
+            g = _Graph()
+            n = self.rt.register_with(g, states, device=dev)
+            want = [s for s in states if s.device.index == dev]
+            self.assertEqual(g.got, want)
+            self.assertEqual(n, len(want))
+            self.assertEqual(self.rt.registration_problem, "")
+
+    def test_a_refusal_turns_registration_off_once(self):
+        states = [_State(0) for _ in range(5)]
+        g = _Graph(refuse_at=2)
+        self.assertEqual(self.rt.register_with(g, states, device=0), 2)
+        self.assertIn("torch changed its mind", self.rt.registration_problem)
+        g2 = _Graph()
+        self.assertEqual(self.rt.register_with(g2, states, device=0), 0)
+        self.assertEqual(g2.got, [], "nothing more is registered once torch refused")
+        self.assertEqual(self.rt.backend()["registration"], self.rt.registration_problem)
+
+    def test_a_torch_without_the_call(self):
+        self.assertEqual(self.rt.register_with(object(), [_State(0)], device=0), 0)
+        self.assertIn("no CUDAGraph.register_generator_state", self.rt.registration_problem)
+
+    def test_said_once_on_stderr_with_recap_log(self):
+        r = run_py("import recap.torch as rt\n"
+                   "class G:\n"
+                   "    def register_generator_state(self, s): raise TypeError('no')\n"
+                   "class D: type, index = 'cuda', 0\n"
+                   "class S: device = D()\n"
+                   "for _ in range(3): rt.register_with(G(), [S()], device=0)\n")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(r.stderr.count("automatic registration is off"), 1, r.stderr)
+
+
 class WithoutTorch(unittest.TestCase):
     def test_import_names_what_to_install(self):
         # -S: no site-packages, so no torch; the package comes from PYTHONPATH.
