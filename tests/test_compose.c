@@ -10,6 +10,7 @@
  * driver calls recap does not make (building graphs) go to the same driver directly.
  */
 #include <dlfcn.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -249,6 +250,84 @@ START_TEST(child_in_child_and_child_twice_in_order)
     exact_k(&r, p, 2, "nested and twice");
     CU_OK(cu.graph_destroy(p));
     CU_OK(cu.graph_destroy(mid));
+    CU_OK(cu.graph_destroy(c));
+    rig_free(&r);
+}
+END_TEST
+
+/* `c` wrapped in `depth` levels of parents, each holding the level below as its one child graph
+ * node; the caller destroys the returned graph (the parents hold copies). */
+static CUgraph nest(CUgraph c, int depth)
+{
+    CUgraph g = c, p;
+    int i;
+
+    for (i = 0; i < depth; i++) {
+        CU_OK(cu.graph_create(&p, 0));
+        add_child(p, g, NULL, 0);
+        if (g != c)
+            CU_OK(cu.graph_destroy(g));
+        g = p;
+    }
+    return g;
+}
+
+/* Nesting has no limit: a captured graph at any depth (random, past 32 and well beyond) advances
+ * its generator on every launch; at depths of 32 and more it used to be silently left out, and
+ * every launch reused the same numbers. */
+START_TEST(child_graphs_nested_at_any_depth)
+{
+    int depths[3], i;
+    CUgraph c, p;
+    rig_t r;
+
+    depths[0] = 1 + (int)tu_rand_below(32);
+    depths[1] = 33 + (int)tu_rand_below(40);
+    depths[2] = 100 + (int)tu_rand_below(400);
+    rig_init(&r, 1 + tu_rand_below(2000));
+    c = capture_fill(r.g, r.s, r.buf, r.n);
+    for (i = 0; i < 3; i++) {
+        char what[64];
+
+        snprintf(what, sizeof(what), "nested %d deep", depths[i]);
+        p = nest(c, depths[i]);
+        exact_k(&r, p, 1, what);
+        CU_OK(cu.graph_destroy(p));
+    }
+    CU_OK(cu.graph_destroy(c));
+    rig_free(&r);
+}
+END_TEST
+
+/* A conditional body that draws, deep in child graphs: refused at any depth. */
+START_TEST(conditional_body_deep_down_is_refused)
+{
+    CUgraphConditionalHandle h;
+    CUgraphNodeParams np;
+    CUgraphNode node;
+    CUgraphExec raw;
+    CUgraph c, cond, deep;
+    rig_t r;
+
+    rig_init(&r, 1 + tu_rand_below(500));
+    c = capture_fill(r.g, r.s, r.buf, r.n);
+    CU_OK(cu.graph_create(&cond, 0));
+    CU_OK(cu.cond_create(&h, cond, cu.ctx, 1, CU_GRAPH_COND_ASSIGN_DEFAULT));
+    memset(&np, 0, sizeof(np));
+    np.type = CU_GRAPH_NODE_TYPE_CONDITIONAL;
+    np.conditional.handle = h;
+    np.conditional.type = CU_GRAPH_COND_TYPE_IF;
+    np.conditional.size = 1;
+    np.conditional.ctx = cu.ctx;
+    CU_OK(cu.add_node(&node, cond, NULL, NULL, 0, &np));
+    deep = nest(c, 33 + (int)tu_rand_below(40));
+    add_child(np.conditional.phGraph_out[0], deep, NULL, 0);
+    ck_assert_ok(recap_graph_conditional_added(cond, node,
+                                               (recap_graph_t *)np.conditional.phGraph_out, 1));
+    CU_OK(cu.instantiate(&raw, cond, 0));
+    refused_exec(cond, raw, "conditional");
+    CU_OK(cu.graph_destroy(deep));
+    CU_OK(cu.graph_destroy(cond));
     CU_OK(cu.graph_destroy(c));
     rig_free(&r);
 }
@@ -622,6 +701,8 @@ static Suite *suite(void)
     tcase_add_test(tc, child_graph_node_launches_equal_eager_runs);
     tcase_add_test(tc, child_in_child_and_child_twice_in_order);
     tcase_add_test(tc, one_child_in_two_parents_and_a_clone);
+    tcase_add_test(tc, child_graphs_nested_at_any_depth);
+    tcase_add_test(tc, conditional_body_deep_down_is_refused);
     tcase_add_test(tc, child_after_captured_work_is_exact_unordered_is_refused);
     tcase_add_test(tc, two_unordered_children_of_one_generator_are_refused);
     tcase_add_test(tc, exec_update_follows_the_new_graph);
