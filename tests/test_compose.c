@@ -10,6 +10,7 @@
  * driver calls recap does not make (building graphs) go to the same driver directly.
  */
 #include <dlfcn.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -614,6 +615,36 @@ START_TEST(conditional_body_that_draws_is_refused)
 }
 END_TEST
 
+/* A body count whose byte size wraps around (to a small block) is refused, never copied: random
+ * counts just past the wrap, and the largest counts. */
+START_TEST(conditional_body_count_that_wraps_is_refused)
+{
+    recap_graph_t bodies[4] = {NULL, NULL, NULL, NULL};
+    size_t counts[6];
+    CUgraphNode node;
+    CUgraph p;
+    int i;
+
+    counts[0] = SIZE_MAX / sizeof(CUgraph) + 1 + tu_rand_below(64);
+    counts[1] = SIZE_MAX / sizeof(CUgraph) - tu_rand_below(2); /* with the record's header */
+    counts[2] = SIZE_MAX - tu_rand_below(1u << 20);
+    counts[3] = SIZE_MAX;
+    counts[4] = ((size_t)1 << 61) + tu_rand_below(1u << 20);
+    counts[5] = (size_t)tu_rand() | ((size_t)1 << 63);
+    CU_OK(cu.graph_create(&p, 0));
+    CU_OK(cu.graph_create((CUgraph *)&bodies[0], 0));
+    node = add_child(p, (CUgraph)bodies[0], NULL, 0);
+    for (i = 0; i < 6; i++) {
+        ck_assert_status(recap_graph_conditional_added(p, node, bodies, counts[i]),
+                         RECAP_ERR_INVALID_ARG);
+        ck_assert_msg(strstr(recap_last_error(), "bodies") != NULL, "%s", recap_last_error());
+    }
+    ck_assert_ok(recap_graph_conditional_added(p, node, bodies, 1 + tu_rand_below(4)));
+    CU_OK(cu.graph_destroy(p));
+    CU_OK(cu.graph_destroy((CUgraph)bodies[0]));
+}
+END_TEST
+
 START_TEST(device_launch_exec_that_draws_is_refused)
 {
     CUgraphExec raw;
@@ -710,6 +741,7 @@ static Suite *suite(void)
     tcase_add_test(tc, unordered_children_updated_to_one_generator_are_refused);
     tcase_add_test(tc, graph_built_node_by_node);
     tcase_add_test(tc, conditional_body_that_draws_is_refused);
+    tcase_add_test(tc, conditional_body_count_that_wraps_is_refused);
     tcase_add_test(tc, device_launch_exec_that_draws_is_refused);
     tcase_add_test(tc, upload_before_the_first_launch);
     tcase_add_test(tc, execs_sharing_a_generator_on_two_streams);

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/alloc.h"
 #include "base/atfork.h"
 #include "base/error.h"
 #include "base/lock.h"
@@ -59,7 +60,7 @@ static int draws_add(draws_t *ds, uint64_t slot, uint64_t inc)
         }
     if (ds->n == ds->cap) {
         size_t cap = ds->cap ? 2 * ds->cap : 8;
-        draw_t *d = realloc(ds->d, cap * sizeof(*d));
+        draw_t *d = recap__realloc_n(ds->d, cap, sizeof(*d));
         if (d == NULL)
             return 0;
         ds->d = d;
@@ -134,7 +135,9 @@ recap_status_t recap_graph_conditional_added(recap_graph_t graph, recap_graph_no
 
     RECAP_CHECK_ARG(graph != NULL && node != NULL && (bodies != NULL || nbodies == 0),
                     "NULL graph, node or bodies");
-    b = malloc(sizeof(*b) + nbodies * sizeof(CUgraph));
+    RECAP_CHECK_ARG(nbodies <= (SIZE_MAX - sizeof(*b)) / sizeof(CUgraph),
+                    "%zu bodies: more than memory can hold", nbodies);
+    b = recap__alloc_flex(sizeof(*b), nbodies, sizeof(CUgraph));
     if (b == NULL)
         return recap__fail(RECAP_ERR_NO_MEMORY, "conditional node record");
     b->owner = (CUgraph)graph;
@@ -177,7 +180,7 @@ static bodies_t *bodies_of(CUgraphNode node, int *nomem)
 
     pthread_mutex_lock(&compose_lock);
     b = recap__ptrmap_get(&conditionals, node);
-    if (b != NULL && (copy = malloc(sizeof(*b) + b->n * sizeof(CUgraph))) != NULL)
+    if (b != NULL && (copy = recap__alloc_flex(sizeof(*b), b->n, sizeof(CUgraph))) != NULL)
         memcpy(copy, b, sizeof(*b) + b->n * sizeof(CUgraph));
     *nomem = b != NULL && copy == NULL;
     pthread_mutex_unlock(&compose_lock);

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/alloc.h"
 #include "base/error.h"
 #include "base/nvtx.h"
 #include "base/log.h"
@@ -47,7 +48,7 @@ void recap__graphs_atfork(recap__atfork_t when)
 
 recap__rng_record_t *recap__record_new(int device, size_t n)
 {
-    recap__rng_record_t *r = calloc(1, sizeof(*r) + n * sizeof(r->e[0]));
+    recap__rng_record_t *r = recap__zalloc_flex(sizeof(*r), n, sizeof(r->e[0]));
 
     if (r == NULL)
         return NULL;
