@@ -585,6 +585,74 @@ START_TEST(graph_built_node_by_node)
 }
 END_TEST
 
+/* Random graphs of up to 10 parts drawing from one generator: child graph nodes, some before a
+ * copy of captured work (its fill and advance nodes), some after, random edges between them.
+ * Exact exactly when every two parts are ordered (a child runs after the advance node or before
+ * all the captured work), by a transitive closure computed here; refused otherwise. */
+START_TEST(random_orders_are_exact_or_refused)
+{
+    int round;
+
+    for (round = 0; round < 12; round++) {
+        CUDA_KERNEL_NODE_PARAMS kp;
+        CUgraphNode src[8], node[12], deps[12];
+        int reach[12][12], isk[12], n = 0, nb, na, work, i, j, k, exact = 1;
+        CUgraph c, p;
+        CUgraphExec raw;
+        rig_t r;
+
+        rig_init(&r, 1 + tu_rand_below(300));
+        c = capture_fill(r.g, r.s, r.buf, r.n);
+        ck_assert_uint_eq(kernel_nodes(c, src), 2);
+        CU_OK(cu.graph_create(&p, 0));
+        memset(reach, 0, sizeof(reach));
+        work = (int)tu_rand_below(2);
+        nb = (int)tu_rand_below(4);
+        na = (work ? 0 : 1) + (int)tu_rand_below(4);
+        for (i = 0; i < nb + 2 * work + na; i++) {
+            int kernel = work && (i == nb || i == nb + 1), nd = 0;
+
+            for (j = 0; j < n; j++) /* edges from earlier nodes only: insertion order is an order */
+                if ((kernel && i == nb + 1 && j == nb) || tu_rand_below(3) == 0) {
+                    deps[nd++] = node[j];
+                    reach[j][n] = 1;
+                }
+            if (kernel) {
+                CU_OK(cu.kernel_params(src[i - nb], &kp));
+                CU_OK(cu.add_kernel(&node[n], p, deps, nd, &kp));
+            } else {
+                node[n] = add_child(p, c, deps, nd);
+            }
+            isk[n++] = kernel;
+        }
+        for (k = 0; k < n; k++) /* the transitive closure */
+            for (i = 0; i < n; i++)
+                for (j = 0; j < n; j++)
+                    reach[i][j] |= reach[i][k] && reach[k][j];
+        for (i = 0; i < n; i++)
+            for (j = i + 1; j < n; j++) {
+                if (isk[i] && isk[j])
+                    continue;
+                if (!isk[i] && !isk[j])
+                    exact &= reach[i][j];
+                else if (isk[j]) /* child i: after the advance node (nb + 1) or before both kernels */
+                    exact &= reach[i][nb] && reach[i][nb + 1];
+                else
+                    exact &= reach[nb + 1][j] || (reach[j][nb] && reach[j][nb + 1]);
+            }
+        if (exact) {
+            exact_k(&r, p, nb + work + na, "random order");
+        } else {
+            CU_OK(cu.instantiate(&raw, p, 0));
+            refused_exec(p, raw, "without an order");
+        }
+        CU_OK(cu.graph_destroy(p));
+        CU_OK(cu.graph_destroy(c));
+        rig_free(&r);
+    }
+}
+END_TEST
+
 START_TEST(conditional_body_that_draws_is_refused)
 {
     CUgraphConditionalHandle h;
@@ -740,6 +808,7 @@ static Suite *suite(void)
     tcase_add_test(tc, child_graph_node_update_in_an_exec);
     tcase_add_test(tc, unordered_children_updated_to_one_generator_are_refused);
     tcase_add_test(tc, graph_built_node_by_node);
+    tcase_add_test(tc, random_orders_are_exact_or_refused);
     tcase_add_test(tc, conditional_body_that_draws_is_refused);
     tcase_add_test(tc, conditional_body_count_that_wraps_is_refused);
     tcase_add_test(tc, device_launch_exec_that_draws_is_refused);
