@@ -685,6 +685,49 @@ END_TEST
 
 /* A body count whose byte size wraps around (to a small block) is refused, never copied: random
  * counts just past the wrap, and the largest counts. */
+/* A conditional IF node in g: its node (its body graph in *body_p). */
+static CUgraphNode add_conditional(CUgraph g, CUgraph *body_p)
+{
+    CUgraphConditionalHandle h;
+    CUgraphNodeParams np;
+    CUgraphNode node;
+
+    CU_OK(cu.cond_create(&h, g, cu.ctx, 1, CU_GRAPH_COND_ASSIGN_DEFAULT));
+    memset(&np, 0, sizeof(np));
+    np.type = CU_GRAPH_NODE_TYPE_CONDITIONAL;
+    np.conditional.handle = h;
+    np.conditional.type = CU_GRAPH_COND_TYPE_IF;
+    np.conditional.size = 1;
+    np.conditional.ctx = cu.ctx;
+    CU_OK(cu.add_node(&node, g, NULL, NULL, 0, &np));
+    *body_p = np.conditional.phGraph_out[0];
+    return node;
+}
+
+/* Bodies reported wrongly (a ring of k graphs, each reported as the conditional body of the one
+ * before it) make no walk without end: refused, with the reason. */
+START_TEST(graph_reported_inside_itself_is_refused)
+{
+    CUgraph g[16], body;
+    CUgraphNode node[16];
+    CUgraphExec raw;
+    int k = 1 + (int)tu_rand_below(16), i;
+
+    for (i = 0; i < k; i++) {
+        CU_OK(cu.graph_create(&g[i], 0));
+        node[i] = add_conditional(g[i], &body);
+    }
+    for (i = 0; i < k; i++) {
+        recap_graph_t next = (recap_graph_t)g[(i + 1) % k];
+        ck_assert_ok(recap_graph_conditional_added(g[i], node[i], &next, 1));
+    }
+    CU_OK(cu.instantiate(&raw, g[0], 0));
+    refused_exec(g[0], raw, "holds itself");
+    for (i = 0; i < k; i++)
+        CU_OK(cu.graph_destroy(g[i]));
+}
+END_TEST
+
 START_TEST(conditional_body_count_that_wraps_is_refused)
 {
     recap_graph_t bodies[4] = {NULL, NULL, NULL, NULL};
@@ -810,6 +853,7 @@ static Suite *suite(void)
     tcase_add_test(tc, graph_built_node_by_node);
     tcase_add_test(tc, random_orders_are_exact_or_refused);
     tcase_add_test(tc, conditional_body_that_draws_is_refused);
+    tcase_add_test(tc, graph_reported_inside_itself_is_refused);
     tcase_add_test(tc, conditional_body_count_that_wraps_is_refused);
     tcase_add_test(tc, device_launch_exec_that_draws_is_refused);
     tcase_add_test(tc, upload_before_the_first_launch);

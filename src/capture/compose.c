@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #include "config.h"
 
+#include <limits.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -135,8 +136,10 @@ recap_status_t recap_graph_conditional_added(recap_graph_t graph, recap_graph_no
 
     RECAP_CHECK_ARG(graph != NULL && node != NULL && (bodies != NULL || nbodies == 0),
                     "NULL graph, node or bodies");
-    RECAP_CHECK_ARG(nbodies <= (SIZE_MAX - sizeof(*b)) / sizeof(CUgraph),
-                    "%zu bodies: more than memory can hold", nbodies);
+    /* (CUDA_CONDITIONAL_NODE_PARAMS counts bodies in an unsigned int; the check on the byte size
+     * stays for where size_t is as narrow) */
+    RECAP_CHECK_ARG(nbodies <= UINT_MAX && nbodies <= (SIZE_MAX - sizeof(*b)) / sizeof(CUgraph),
+                    "%zu bodies: more than a conditional node can have (%u)", nbodies, UINT_MAX);
     b = recap__alloc_flex(sizeof(*b), nbodies, sizeof(CUgraph));
     if (b == NULL)
         return recap__fail(RECAP_ERR_NO_MEMORY, "conditional node record");
@@ -745,13 +748,27 @@ static void level_resume(walk_t *w, level_t *l, draws_t *below)
  * updates. Returns 0 when a driver call failed or memory ran out. */
 static int walk(walk_t *w, CUgraph g, draws_t *out, plan_t *plan)
 {
+    recap__ptrmap_t path = {0}; /* the graphs of the stack: one that holds itself is refused */
     level_t *stack = NULL;
     size_t depth = 0, cap = 0;
     CUgraph next = g;
+    int nomem = 0;
 
     while (!w->failed) {
         level_t *l;
 
+        if (next != NULL && recap__ptrmap_get(&path, next) != NULL) {
+            /* only conditional bodies reported wrongly can do that: the driver copies children */
+            refuse(w, "graph %p holds itself (graph %p is reported as a conditional body inside "
+                   "itself): what it draws has no bound", (void *)w->top, (void *)next);
+            next = NULL;
+            level_resume(w, &stack[depth - 1], &(draws_t){0});
+            continue;
+        }
+        if (next != NULL && (recap__ptrmap_put(&path, next, next, &nomem), nomem)) {
+            out_of_memory(w);
+            break;
+        }
         if (next != NULL) { /* one level down */
             if (depth == cap) {
                 size_t ncap = cap ? 2 * cap : 16;
@@ -777,12 +794,14 @@ static int walk(walk_t *w, CUgraph g, draws_t *out, plan_t *plan)
             break;
         }
         level_resume(w, &stack[depth - 2], &l->result);
+        recap__ptrmap_del(&path, l->g);
         level_free(l);
         depth--;
     }
     while (depth > 0)
         level_free(&stack[--depth]);
     free(stack);
+    recap__ptrmap_free(&path);
     return !w->failed;
 }
 

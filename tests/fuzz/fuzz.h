@@ -127,6 +127,7 @@ void op_convert(input_t *in);
 void op_snapshot(input_t *in);
 void op_capture(input_t *in);
 void op_graph(input_t *in);
+void op_nest(input_t *in);
 void op_signature(input_t *in);
 void op_misc(input_t *in);
 
