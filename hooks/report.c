@@ -20,6 +20,7 @@
 #include "base/ident.h"
 #include "base/json.h"
 #include "base/log.h"
+#include "base/sink.h"
 #include "capture/capture.h"
 #include "hooks/report.h"
 #include "recap.h"
@@ -149,12 +150,10 @@ __attribute__((destructor)) static void write_report(void)
                         "report written", spec);
         return;
     }
-    fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC | (own ? O_TRUNC : O_APPEND), 0666);
-    if (fd < 0) {
-        recap__env_warn("RECAP_REPORT", "RECAP_REPORT=%s: cannot open %s: %s; no report written",
-                        spec, path, strerror(errno));
+    fd = recap__sink_open("RECAP_REPORT", spec, path, own ? O_TRUNC : O_APPEND,
+                          "no report written");
+    if (fd < 0)
         return;
-    }
     if (write(fd, line, (size_t)n) != n)
         recap__env_warn("RECAP_REPORT", "RECAP_REPORT=%s: short write to %s", spec, path);
     close(fd);
