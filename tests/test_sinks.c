@@ -110,7 +110,7 @@ static char *make_sink(const char *dir, const char *name, int kind, int *reader)
             ck_assert_int_ge(*reader = open(path, O_RDONLY | O_NONBLOCK), 0);
         break;
     case DEVICE:
-        snprintf(path, sizeof(paths[0]), "/dev/zero");
+        snprintf(path, sizeof(paths[0]), "/dev/full"); /* a character device */
         break;
     case DIRECTORY:
         ck_assert_int_eq(mkdir(path, 0700), 0);
