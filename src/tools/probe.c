@@ -67,7 +67,8 @@ static void manual(man_format_t format)
              "(COLUMNS, else the tty's); written to a file or a pipe they do not wrap.");
     man_para(&m, "With --run, runs COMMAND with recap preloaded (LD_PRELOAD=the librecap.so this "
              "tool uses, before any LD_PRELOAD already set) and RECAP_REPORT=a temporary file, "
-             "waits for it, and prints what recap saw in it by its exit: the interception front "
+             "waits for it (as long as it runs: bound it with timeout(1) if need be), and "
+             "prints what recap saw in it by its exit: the interception front "
              "end, captures, graphs drawing random numbers, their launches, launches that "
              "rewrote device slots, generator states primed and RNG records still live. The "
              "command's own output goes where it would; recap-probe's comes after it (with "
@@ -99,7 +100,9 @@ static void manual(man_format_t format)
              "process id).");
     man_item(&m, "RECAP_LOG_TIME", "1: each log line starts with the UTC time.");
     man_item(&m, "RECAP_PROBE_PYTHON_TIMEOUT", "Seconds to wait for python3 to report its and "
-             "torch's versions (default 10; 0: do not ask).");
+             "torch's versions (default 10; 0: do not ask). The bound is on the whole run: a "
+             "python3 that closes its output and runs on, or leaves a process holding it, is "
+             "killed at the limit, with everything it started (its process group).");
     man_item(&m, "COLUMNS", "The width the table and this manual wrap to.");
     man_item(&m, "RECAP_PROBE_FAIL", "Test only: checks to fail on purpose, comma-separated "
              "(philox: flips a bit of one host-fill word).");
