@@ -13,6 +13,7 @@
 
 #include "base/json.h"
 #include "recap.h"
+#include "tests/value_framework.h"
 
 static uint64_t rng;
 
@@ -69,35 +70,22 @@ static int quote(uint64_t seed, long count)
     return 0;
 }
 
-static recap_status_t get_state(void *fw, uint8_t state[RECAP_STATE_BYTES])
-{
-    memcpy(state, fw, RECAP_STATE_BYTES);
-    return RECAP_OK;
-}
-
-static recap_status_t set_state(void *fw, const uint8_t state[RECAP_STATE_BYTES])
-{
-    memcpy(fw, state, RECAP_STATE_BYTES);
-    return RECAP_OK;
-}
-
 static int names(int argc, char **argv)
 {
     uint8_t state[RECAP_STATE_BYTES] = {0};
-    recap_framework_ops_t ops = {.version = RECAP_FRAMEWORK_OPS_VERSION, .get_state = get_state,
-                                 .set_state = set_state};
     int i;
 
     for (i = 0; i < argc; i++) {
         char name[256];
         size_t n = 0;
+        recap_framework_ops_t ops;
         unsigned v;
         recap_generator_h gen;
 
         while (n + 1 < sizeof(name) && sscanf(argv[i] + 2 * n, "%2x", &v) == 1)
             name[n++] = (char)v;
         name[n] = '\0';
-        ops.name = name;
+        ops = vf_ops(name);
         if (recap_generator_create_framework(&ops, state, RECAP_DEVICE_HOST, &gen) != RECAP_OK ||
             recap_generator_destroy(gen) != RECAP_OK) {
             fprintf(stderr, "json_client: %s\n", recap_last_error());

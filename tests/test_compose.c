@@ -300,31 +300,40 @@ START_TEST(child_graphs_nested_at_any_depth)
 }
 END_TEST
 
-/* A conditional body that draws, deep in child graphs: refused at any depth. */
-START_TEST(conditional_body_deep_down_is_refused)
+/* A conditional IF node in g: its node (its body graph in *body_p). */
+static CUgraphNode add_conditional(CUgraph g, CUgraph *body_p)
 {
     CUgraphConditionalHandle h;
     CUgraphNodeParams np;
     CUgraphNode node;
-    CUgraphExec raw;
-    CUgraph c, cond, deep;
-    rig_t r;
 
-    rig_init(&r, 1 + tu_rand_below(500));
-    c = capture_fill(r.g, r.s, r.buf, r.n);
-    CU_OK(cu.graph_create(&cond, 0));
-    CU_OK(cu.cond_create(&h, cond, cu.ctx, 1, CU_GRAPH_COND_ASSIGN_DEFAULT));
+    CU_OK(cu.cond_create(&h, g, cu.ctx, 1, CU_GRAPH_COND_ASSIGN_DEFAULT));
     memset(&np, 0, sizeof(np));
     np.type = CU_GRAPH_NODE_TYPE_CONDITIONAL;
     np.conditional.handle = h;
     np.conditional.type = CU_GRAPH_COND_TYPE_IF;
     np.conditional.size = 1;
     np.conditional.ctx = cu.ctx;
-    CU_OK(cu.add_node(&node, cond, NULL, NULL, 0, &np));
+    CU_OK(cu.add_node(&node, g, NULL, NULL, 0, &np));
+    *body_p = np.conditional.phGraph_out[0];
+    return node;
+}
+
+/* A conditional body that draws, deep in child graphs: refused at any depth. */
+START_TEST(conditional_body_deep_down_is_refused)
+{
+    CUgraphNode node;
+    CUgraphExec raw;
+    CUgraph c, cond, deep, body;
+    rig_t r;
+
+    rig_init(&r, 1 + tu_rand_below(500));
+    c = capture_fill(r.g, r.s, r.buf, r.n);
+    CU_OK(cu.graph_create(&cond, 0));
+    node = add_conditional(cond, &body);
     deep = nest(c, 33 + (int)tu_rand_below(40));
-    add_child(np.conditional.phGraph_out[0], deep, NULL, 0);
-    ck_assert_ok(recap_graph_conditional_added(cond, node,
-                                               (recap_graph_t *)np.conditional.phGraph_out, 1));
+    add_child(body, deep, NULL, 0);
+    ck_assert_ok(recap_graph_conditional_added(cond, node, (recap_graph_t *)&body, 1));
     CU_OK(cu.instantiate(&raw, cond, 0));
     refused_exec(cond, raw, "conditional");
     CU_OK(cu.graph_destroy(deep));
@@ -655,26 +664,17 @@ END_TEST
 
 START_TEST(conditional_body_that_draws_is_refused)
 {
-    CUgraphConditionalHandle h;
-    CUgraphNodeParams np;
     CUgraphNode node;
     CUgraphExec raw;
-    CUgraph c, p;
+    CUgraph c, p, body;
     rig_t r;
 
     rig_init(&r, 1 + tu_rand_below(500));
     c = capture_fill(r.g, r.s, r.buf, r.n);
     CU_OK(cu.graph_create(&p, 0));
-    CU_OK(cu.cond_create(&h, p, cu.ctx, 1, CU_GRAPH_COND_ASSIGN_DEFAULT));
-    memset(&np, 0, sizeof(np));
-    np.type = CU_GRAPH_NODE_TYPE_CONDITIONAL;
-    np.conditional.handle = h;
-    np.conditional.type = CU_GRAPH_COND_TYPE_IF;
-    np.conditional.size = 1;
-    np.conditional.ctx = cu.ctx;
-    CU_OK(cu.add_node(&node, p, NULL, NULL, 0, &np));
-    ck_assert_ok(recap_graph_conditional_added(p, node, (recap_graph_t *)np.conditional.phGraph_out, 1));
-    add_child(np.conditional.phGraph_out[0], c, NULL, 0);
+    node = add_conditional(p, &body);
+    ck_assert_ok(recap_graph_conditional_added(p, node, (recap_graph_t *)&body, 1));
+    add_child(body, c, NULL, 0);
     CU_OK(cu.instantiate(&raw, p, 0));
     refused_exec(p, raw, "conditional");
     CU_OK(cu.graph_destroy(p));
@@ -682,27 +682,6 @@ START_TEST(conditional_body_that_draws_is_refused)
     rig_free(&r);
 }
 END_TEST
-
-/* A body count whose byte size wraps around (to a small block) is refused, never copied: random
- * counts just past the wrap, and the largest counts. */
-/* A conditional IF node in g: its node (its body graph in *body_p). */
-static CUgraphNode add_conditional(CUgraph g, CUgraph *body_p)
-{
-    CUgraphConditionalHandle h;
-    CUgraphNodeParams np;
-    CUgraphNode node;
-
-    CU_OK(cu.cond_create(&h, g, cu.ctx, 1, CU_GRAPH_COND_ASSIGN_DEFAULT));
-    memset(&np, 0, sizeof(np));
-    np.type = CU_GRAPH_NODE_TYPE_CONDITIONAL;
-    np.conditional.handle = h;
-    np.conditional.type = CU_GRAPH_COND_TYPE_IF;
-    np.conditional.size = 1;
-    np.conditional.ctx = cu.ctx;
-    CU_OK(cu.add_node(&node, g, NULL, NULL, 0, &np));
-    *body_p = np.conditional.phGraph_out[0];
-    return node;
-}
 
 /* Bodies reported wrongly (a ring of k graphs, each reported as the conditional body of the one
  * before it) make no walk without end: refused, with the reason. */
@@ -728,6 +707,8 @@ START_TEST(graph_reported_inside_itself_is_refused)
 }
 END_TEST
 
+/* A body count whose byte size wraps around (to a small block) is refused, never copied: random
+ * counts just past the wrap, and the largest counts. */
 START_TEST(conditional_body_count_that_wraps_is_refused)
 {
     recap_graph_t bodies[4] = {NULL, NULL, NULL, NULL};

@@ -456,13 +456,18 @@ static CUgraph level_step(walk_t *w, level_t *l)
     }
 }
 
-static void level_free(level_t *l)
+static void units_free(unit_t *units, size_t n)
 {
     size_t i;
 
-    for (i = 0; l->units != NULL && i < l->nunits; i++)
-        draws_free(&l->units[i].draws);
-    free(l->units);
+    for (i = 0; units != NULL && i < n; i++)
+        draws_free(&units[i].draws);
+    free(units);
+}
+
+static void level_free(level_t *l)
+{
+    units_free(l->units, l->nunits);
     free(l->types);
     free(l->nodes);
     free(l->cond);
@@ -807,13 +812,9 @@ static int walk(walk_t *w, CUgraph g, draws_t *out, plan_t *plan)
 
 static void plan_free(plan_t *p)
 {
-    size_t i;
-
     if (p == NULL)
         return;
-    for (i = 0; i < p->nunits; i++)
-        draws_free(&p->units[i].draws);
-    free(p->units);
+    units_free(p->units, p->nunits);
     free(p->unit_of);
     free(p->sorted);
     free(p->kernels);

@@ -14,6 +14,7 @@
 #include "base/json.h"
 #include "base/sink.h"
 #include "tests/fuzz/fuzz.h"
+#include "tests/value_framework.h"
 
 /* Independent of src/base/json.c: the length of the UTF-8 sequence at s, 0 when invalid. */
 static size_t utf8_len(const unsigned char *s, size_t n)
@@ -96,27 +97,13 @@ static void json_of(input_t *in)
 }
 
 /* A framework generator named by any bytes: the report lists the name, escaped (json_of). */
-static recap_status_t get_state(void *fw, uint8_t state[RECAP_STATE_BYTES])
-{
-    memcpy(state, fw, RECAP_STATE_BYTES);
-    return RECAP_OK;
-}
-
-static recap_status_t set_state(void *fw, const uint8_t state[RECAP_STATE_BYTES])
-{
-    memcpy(fw, state, RECAP_STATE_BYTES);
-    return RECAP_OK;
-}
-
 static void named_framework(input_t *in)
 {
     static uint8_t state[RECAP_STATE_BYTES];
-    recap_framework_ops_t ops = {.version = RECAP_FRAMEWORK_OPS_VERSION, .get_state = get_state,
-                                 .set_state = set_state};
     char buf[160];
+    recap_framework_ops_t ops = vf_ops(name(in, buf, sizeof(buf)));
     recap_generator_h gen;
 
-    ops.name = name(in, buf, sizeof(buf));
     if (CALL(recap_generator_create_framework(&ops, state, RECAP_DEVICE_HOST, &gen)) == RECAP_OK)
         REQUIRE(CALL(recap_generator_destroy(gen)) == RECAP_OK);
 }
