@@ -453,6 +453,19 @@ static char **child_env(const char *lib, const char *report)
     return env;
 }
 
+static void free_child_env(char **env)
+{
+    size_t n = 0;
+
+    while (env[n] != NULL)
+        n++;
+    if (n >= 2) { /* the two child_env made come last; the others are environ's */
+        free(env[n - 1]);
+        free(env[n - 2]);
+    }
+    free(env);
+}
+
 /* Runs argv with env and waits, as system() does: the tool ignores ^C and ^\ meanwhile so the
  * command gets them and the report is still printed. Returns the wait status, or -1. */
 static int run_and_wait(char **argv, char **env)
@@ -696,6 +709,7 @@ static int run_command(char **argv, int json)
     }
     close(fd);
     wstatus = run_and_wait(argv, env);
+    free_child_env(env);
     if (wstatus == -1)
         code = EXIT_FAILURE;
     else if (WIFSIGNALED(wstatus))
