@@ -178,8 +178,10 @@ recap_status_t recap__exec_record_for(recap_graph_t graph, recap_graph_exec_t ex
     /* What the graph holds, child graphs included (compose.c); without the driver calls for
      * that, what its capture drew. */
     st = recap__compose_instantiated((CUgraph)graph, (CUgraphExec)exec, &walked);
-    if (!walked)
-        return recap__exec_record_from_graph(exec, graph);
+    if (!walked) { /* (a walk that ran out of memory fails the call; the capture's record stays) */
+        pst = recap__exec_record_from_graph(exec, graph);
+        return st != RECAP_OK ? st : pst;
+    }
     if ((r = map_get(&execs, exec)) != NULL) {
         recap__record_unref(r);
     } else if ((r = map_get(&graphs, graph)) != NULL) {
