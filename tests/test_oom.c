@@ -85,6 +85,25 @@ static uint64_t live_records(void)
     return cs.live_records;
 }
 
+/* A generator, a stream, a buffer and a captured graph filling it from the generator. */
+static void captured(recap_generator_h *g, recap_stream_t *s, void **buf, recap_graph_t *graph)
+{
+    ck_assert_ok(recap_generator_create(0, g));
+    ck_assert_ok(recap_stream_create(0, s));
+    ck_assert_ok(recap_device_alloc(0, 4096, buf));
+    ck_assert_ok(recap_stream_begin_capture(*s, RECAP_CAPTURE_GLOBAL));
+    ck_assert_ok(recap_generator_fill_u32(*g, *s, *buf, 1024));
+    ck_assert_ok(recap_stream_end_capture(*s, graph));
+}
+
+static void uncaptured(recap_generator_h g, recap_stream_t s, void *buf, recap_graph_t graph)
+{
+    ck_assert_ok(recap_graph_destroy(graph));
+    ck_assert_ok(recap_device_free(0, buf));
+    ck_assert_ok(recap_stream_destroy(s));
+    ck_assert_ok(recap_generator_destroy(g));
+}
+
 /* recap_graph_instantiate fails, and destroys the exec it made, when the exec's RNG record
  * cannot be kept: launches of an exec recap does not know would never advance the generator
  * (issue 20, defect 13). */
@@ -102,12 +121,7 @@ START_TEST(instantiate_fails_when_the_exec_record_cannot_be_kept)
         fprintf(stderr, "sanitizer build: no calloc injection, case skipped\n");
         return;
     }
-    ck_assert_ok(recap_generator_create(0, &g));
-    ck_assert_ok(recap_stream_create(0, &s));
-    ck_assert_ok(recap_device_alloc(0, 4096, &buf));
-    ck_assert_ok(recap_stream_begin_capture(s, RECAP_CAPTURE_GLOBAL));
-    ck_assert_ok(recap_generator_fill_u32(g, s, buf, 1024));
-    ck_assert_ok(recap_stream_end_capture(s, &graph));
+    captured(&g, &s, &buf, &graph);
     records = live_records();
     execs = live_execs();
 
@@ -125,10 +139,7 @@ START_TEST(instantiate_fails_when_the_exec_record_cannot_be_kept)
     ck_assert_ok(recap_graph_instantiate(graph, &exec));
     ck_assert_uint_eq(live_records(), records + 1);
     ck_assert_ok(recap_graph_exec_destroy(exec));
-    ck_assert_ok(recap_graph_destroy(graph));
-    ck_assert_ok(recap_device_free(0, buf));
-    ck_assert_ok(recap_stream_destroy(s));
-    ck_assert_ok(recap_generator_destroy(g));
+    uncaptured(g, s, buf, graph);
 }
 END_TEST
 
@@ -160,12 +171,7 @@ START_TEST(walk_out_of_memory_anywhere_fails_or_is_exact)
     *(void **)&add_child = dlsym(lib, "cuGraphAddChildGraphNode");
     *(void **)&graph_destroy = dlsym(lib, "cuGraphDestroy");
     ck_assert(graph_create != NULL && add_child != NULL && graph_destroy != NULL);
-    ck_assert_ok(recap_generator_create(0, &g));
-    ck_assert_ok(recap_stream_create(0, &s));
-    ck_assert_ok(recap_device_alloc(0, 4096, &buf));
-    ck_assert_ok(recap_stream_begin_capture(s, RECAP_CAPTURE_GLOBAL));
-    ck_assert_ok(recap_generator_fill_u32(g, s, buf, 1024));
-    ck_assert_ok(recap_stream_end_capture(s, &graph));
+    captured(&g, &s, &buf, &graph);
     ck_assert_ok(recap_graph_instantiate(graph, &exec)); /* what one launch draws */
     ck_assert_ok(recap_generator_offset(g, &o0));
     ck_assert_ok(recap_graph_launch(exec, s));
@@ -204,10 +210,7 @@ START_TEST(walk_out_of_memory_anywhere_fails_or_is_exact)
     }
     fprintf(stderr, "walk out of memory: %d refused, %d exact\n", nomem, exact);
     ck_assert_int_gt(nomem, 0);
-    ck_assert_ok(recap_graph_destroy(graph));
-    ck_assert_ok(recap_device_free(0, buf));
-    ck_assert_ok(recap_stream_destroy(s));
-    ck_assert_ok(recap_generator_destroy(g));
+    uncaptured(g, s, buf, graph);
 }
 END_TEST
 
