@@ -11,29 +11,19 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "base/env.h"
 #include "base/ident.h"
+#include "base/json.h"
 #include "base/log.h"
+#include "base/sink.h"
 #include "capture/capture.h"
 #include "hooks/report.h"
 #include "recap.h"
-
-/* The host name as a JSON string's content: host names are letters, digits, '.', '-' (and '_'
- * in practice); anything else, which would need escaping, shows as '?'. */
-static void json_host(char *buf, size_t len)
-{
-    size_t i;
-
-    snprintf(buf, len, "%s", recap__ident_host());
-    for (i = 0; buf[i] != '\0'; i++)
-        if (strchr("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789.-_", buf[i]) ==
-            NULL)
-            buf[i] = '?';
-}
 
 /* One line's values (hooks/report.h lists them). */
 typedef struct {
@@ -42,52 +32,112 @@ typedef struct {
 #undef FIELD
 } report_t;
 
-/* Appends `"name":value` to the line at *off (after "{" or ","); -1 when it does not fit. */
+/* Each type's value as JSON text at *off; 0 when it does not fit. */
+static int put_text(char *line, size_t len, size_t *off, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static int put_text(char *line, size_t len, size_t *off, const char *fmt, ...)
+{
+    va_list ap;
+    int n;
+
+    va_start(ap, fmt);
+    n = vsnprintf(line + *off, len - *off, fmt, ap);
+    va_end(ap);
+    if (n < 0 || (size_t)n >= len - *off)
+        return 0;
+    *off += (size_t)n;
+    return 1;
+}
+
+static int put_STR(char *line, size_t len, size_t *off, const char *v)
+{
+    size_t n = recap__json_quote(line + *off, len - *off, v, strlen(v));
+
+    if (n >= len - *off)
+        return 0;
+    *off += n;
+    return 1;
+}
+
+static int put_JSON(char *line, size_t len, size_t *off, const char *v)
+{
+    return put_text(line, len, off, "%s", v);
+}
+
+static int put_INT(char *line, size_t len, size_t *off, long long v)
+{
+    return put_text(line, len, off, "%lld", v);
+}
+
+static int put_U64(char *line, size_t len, size_t *off, unsigned long long v)
+{
+    return put_text(line, len, off, "%llu", v);
+}
+
+/* Appends `"name":value` to the line at off (after "{" or ","); -1 when it does not fit. */
 #define PUT(name, type, merge)                                                                \
-    n = snprintf(line + off, len - off, "%s\"" #name "\":" RECAP__REPORT_FMT_##type,           \
-                 off == 0 ? "{" : ",", r->name);                                              \
-    if (n < 0 || (size_t)n >= len - off)                                                      \
-        return -1;                                                                            \
-    off += (size_t)n;
+    if (!put_text(line, len, &off, "%s\"" #name "\":", off == 0 ? "{" : ",") ||               \
+        !put_##type(line, len, &off, r->name))                                                \
+        return -1;
 
 /* The report line (with its newline); its length, or -1 when it does not fit. */
 static int format_line(char *line, size_t len, const report_t *r)
 {
     size_t off = 0;
-    int n;
 
     RECAP__REPORT_FIELDS(PUT)
-    n = snprintf(line + off, len - off, "}\n");
-    return n > 0 && (size_t)n < len - off ? (int)(off + (size_t)n) : -1;
+    return put_text(line, len, &off, "}\n") ? (int)off : -1;
+}
+
+/* The names (each ended by a NUL, len bytes) as a JSON array of strings; names that do not fit
+ * whole are left out. */
+static void json_names(char *buf, size_t cap, const char *names, size_t len)
+{
+    size_t off = 0, at;
+
+    buf[off++] = '[';
+    for (at = 0; at < len; at += strlen(names + at) + 1) {
+        size_t sep = off > 1, room = cap - off - sep - 2; /* room for "]" and the NUL after */
+        size_t n = recap__json_quote(buf + off + sep, room + 1, names + at, strlen(names + at));
+
+        if (n > room)
+            break;
+        if (sep)
+            buf[off] = ',';
+        off += sep + n;
+    }
+    buf[off++] = ']';
+    buf[off] = '\0';
 }
 
 static int report_line(char *line, size_t len, const recap_capture_stats_t *s)
 {
-    char host[256], when[40], rank[16] = "null", names[160];
+    char when[40], rank[16] = "null", names[160], list[2048]; /* 160 bytes escaped fit */
     recap_hooks_t hooks = RECAP_HOOKS_NONE;
     uint64_t frameworks;
+    size_t nlen;
     report_t r;
 
-    json_host(host, sizeof(host));
     recap__ident_time(when, sizeof(when));
     if (recap__ident_rank() >= 0)
         snprintf(rank, sizeof(rank), "%d", recap__ident_rank());
     recap_hooks_active(&hooks);
-    recap__fw_seen(&frameworks, names, sizeof(names));
-    r = (report_t){.recap = recap_version_string(), .time = when, .host = host,
-                   .pid = (long long)getpid(), .rank = rank, .hooks = recap_hooks_name(hooks),
-                   .captures = s->captures, .graphs_with_rng = s->graphs_with_rng,
-                   .launches = s->launches, .slot_writes = s->slot_writes,
-                   .states_primed = s->states_primed, .live_records = s->live_records,
-                   .framework_generators = frameworks, .frameworks = names,
-                   .subscriptions = recap__events_subscribed()};
+    recap__fw_seen(&frameworks, names, sizeof(names), &nlen);
+    json_names(list, sizeof(list), names, nlen);
+    r = (report_t){.schema = RECAP__REPORT_SCHEMA, .recap = recap_version_string(), .time = when,
+                   .host = recap__ident_host(), .pid = (long long)getpid(), .rank = rank,
+                   .hooks = recap_hooks_name(hooks), .captures = s->captures,
+                   .graphs_with_rng = s->graphs_with_rng, .launches = s->launches,
+                   .slot_writes = s->slot_writes, .states_primed = s->states_primed,
+                   .live_records = s->live_records, .framework_generators = frameworks,
+                   .frameworks = list, .subscriptions = recap__events_subscribed()};
     return format_line(line, len, &r);
 }
 
 __attribute__((destructor)) static void write_report(void)
 {
     const char *spec = recap__env("RECAP_REPORT");
-    char path[PATH_MAX], line[1024];
+    char path[PATH_MAX], line[4096];
     recap_capture_stats_t s;
     int n, own, fd;
 
@@ -100,12 +150,10 @@ __attribute__((destructor)) static void write_report(void)
                         "report written", spec);
         return;
     }
-    fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC | (own ? O_TRUNC : O_APPEND), 0666);
-    if (fd < 0) {
-        recap__env_warn("RECAP_REPORT", "RECAP_REPORT=%s: cannot open %s: %s; no report written",
-                        spec, path, strerror(errno));
+    fd = recap__sink_open("RECAP_REPORT", spec, path, own ? O_TRUNC : O_APPEND,
+                          "no report written");
+    if (fd < 0)
         return;
-    }
     if (write(fd, line, (size_t)n) != n)
         recap__env_warn("RECAP_REPORT", "RECAP_REPORT=%s: short write to %s", spec, path);
     close(fd);

@@ -4,15 +4,20 @@
  * --run, src/tools/probe.c, which sums a command's processes) both expand this list. A line is
  * one flat JSON object, these fields in this order.
  *
- * X(name, type, merge): type is how the value is written (STR a quoted string, JSON a JSON
- * literal given as text, INT a signed and U64 an unsigned number); merge is what the reader does
- * with it across processes (PROCESS: says whose the line is, left out of the sum; LAST: the last
- * process's value; SUM: summed).
+ * X(name, type, merge): type is how the value is written (STR a string, escaped to valid UTF-8
+ * JSON whatever its bytes; JSON a JSON value given as text, already valid; INT a signed and U64 an
+ * unsigned number); merge is what the reader does with it across processes (PROCESS: says whose
+ * the line is, left out of the sum; LAST: the last process's value; SUM: summed).
+ *
+ * `schema` is RECAP__REPORT_SCHEMA: raised when a field goes away or changes meaning or type (new
+ * fields do not raise it). 2: lists are JSON arrays (`frameworks` was one comma-separated string
+ * in 1, which had no `schema` field) and every string is escaped.
  */
 #ifndef RECAP_HOOKS_REPORT_H
 #define RECAP_HOOKS_REPORT_H
 
 #define RECAP__REPORT_FIELDS(X)              \
+    X(schema, INT, LAST)                     \
     X(recap, STR, LAST)                      \
     X(time, STR, PROCESS)                    \
     X(host, STR, PROCESS)                    \
@@ -26,7 +31,7 @@
     X(states_primed, U64, SUM)               \
     X(live_records, U64, SUM)                \
     X(framework_generators, U64, SUM)        \
-    X(frameworks, STR, LAST)                 \
+    X(frameworks, JSON, LAST) /* an array of strings */ \
     X(subscriptions, U64, SUM)
 
 /* The C type of each value type, and its printf format. */
@@ -34,11 +39,12 @@
 #define RECAP__REPORT_CTYPE_JSON const char *
 #define RECAP__REPORT_CTYPE_INT long long
 #define RECAP__REPORT_CTYPE_U64 unsigned long long
-#define RECAP__REPORT_FMT_STR "\"%s\""
 #define RECAP__REPORT_FMT_JSON "%s"
 #define RECAP__REPORT_FMT_INT "%lld"
 #define RECAP__REPORT_FMT_U64 "%llu"
 
 enum { RECAP__REPORT_PROCESS, RECAP__REPORT_LAST, RECAP__REPORT_SUM };
+
+#define RECAP__REPORT_SCHEMA 2
 
 #endif

@@ -286,7 +286,8 @@ RECAP_API recap_status_t recap_framework_generators(recap_framework_info_t *info
  *    conditional node (IF/WHILE/SWITCH) whose body draws (offsets are reserved on the host at
  *    launch, and the host cannot know how often a body runs, so K launches could not equal K
  *    eager runs); an exec instantiated with cudaGraphInstantiateFlagDeviceLaunch that draws
- *    (device-side launches are invisible to the host). A refused exec still advances its
+ *    (device-side launches are invisible to the host); a graph reported as a conditional body
+ *    inside itself (what it draws has no bound). A refused exec still advances its
  *    generators by one run of what it draws at each host launch.
  *  - not detected: a host's own kernels that take recap_philox_args_t and are copied into a
  *    hand-built graph without recap's advance node (recap sees only its own kernels' parameters:
@@ -294,7 +295,9 @@ RECAP_API recap_status_t recap_framework_generators(recap_framework_info_t *info
  *    with cudaGraphExecKernelNodeSetParams or disabled with cudaGraphNodeSetEnabled; conditional
  *    bodies that no hook reported and the host did not report (recap_graph_conditional_added).
  * The driver API to list a graph's nodes (CUDA 11+) is needed; without it an exec draws what
- * its graph's capture drew.
+ * its graph's capture drew. The walk has no limit of depth, nodes or bodies, and costs what a
+ * walk of the graph's nodes and edges costs (once more per generator that two parts share);
+ * when memory runs out it fails with RECAP_ERR_NO_MEMORY rather than guess.
  */
 typedef void *recap_graph_t;      /* a CUgraph / cudaGraph_t */
 typedef void *recap_graph_exec_t; /* a CUgraphExec / cudaGraphExec_t */
@@ -330,7 +333,8 @@ RECAP_API recap_status_t recap_graph_exec_child_updated(recap_graph_exec_t exec,
                                                         recap_graph_node_t node,
                                                         recap_graph_t child);
 /* After a conditional node was added to `graph`: its body graphs (the driver cannot list them),
- * so instantiate can refuse a body that draws. (ABI 1.5) */
+ * so instantiate can refuse a body that draws. RECAP_ERR_INVALID_ARG for more bodies than a
+ * conditional node can have (its count is an unsigned int). (ABI 1.5) */
 RECAP_API recap_status_t recap_graph_conditional_added(recap_graph_t graph, recap_graph_node_t node,
                                                        const recap_graph_t *bodies,
                                                        size_t nbodies);

@@ -10,6 +10,8 @@
  * driver calls recap does not make (building graphs) go to the same driver directly.
  */
 #include <dlfcn.h>
+#include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -249,6 +251,102 @@ START_TEST(child_in_child_and_child_twice_in_order)
     exact_k(&r, p, 2, "nested and twice");
     CU_OK(cu.graph_destroy(p));
     CU_OK(cu.graph_destroy(mid));
+    CU_OK(cu.graph_destroy(c));
+    rig_free(&r);
+}
+END_TEST
+
+/* `c` wrapped in `depth` levels of parents, each holding the level below as its one child graph
+ * node; the caller destroys the returned graph (the parents hold copies). A driver that refuses
+ * to nest that deep stops it sooner (said on stderr), past 32 levels at least. */
+static CUgraph nest(CUgraph c, int depth)
+{
+    CUgraph g = c, p;
+    CUgraphNode n;
+    int i;
+
+    for (i = 0; i < depth; i++) {
+        CUresult rc;
+
+        CU_OK(cu.graph_create(&p, 0));
+        if ((rc = cu.add_child(&n, p, NULL, 0, g)) != CUDA_SUCCESS) {
+            fprintf(stderr, "the driver nests %d levels, not %d (CUresult %d)\n", i, depth, rc);
+            ck_assert_int_gt(i, 32);
+            CU_OK(cu.graph_destroy(p));
+            break;
+        }
+        if (g != c)
+            CU_OK(cu.graph_destroy(g));
+        g = p;
+    }
+    return g;
+}
+
+/* Nesting has no limit: a captured graph at any depth (random, past 32 and well beyond) advances
+ * its generator on every launch; at depths of 32 and more it used to be silently left out, and
+ * every launch reused the same numbers. */
+START_TEST(child_graphs_nested_at_any_depth)
+{
+    int depths[3], i;
+    CUgraph c, p;
+    rig_t r;
+
+    depths[0] = 1 + (int)tu_rand_below(32);
+    depths[1] = 33 + (int)tu_rand_below(40);
+    depths[2] = 100 + (int)tu_rand_below(400);
+    rig_init(&r, 1 + tu_rand_below(2000));
+    c = capture_fill(r.g, r.s, r.buf, r.n);
+    for (i = 0; i < 3; i++) {
+        char what[64];
+
+        snprintf(what, sizeof(what), "nested %d deep", depths[i]);
+        p = nest(c, depths[i]);
+        exact_k(&r, p, 1, what);
+        CU_OK(cu.graph_destroy(p));
+    }
+    CU_OK(cu.graph_destroy(c));
+    rig_free(&r);
+}
+END_TEST
+
+/* A conditional IF node in g: its node (its body graph in *body_p). */
+static CUgraphNode add_conditional(CUgraph g, CUgraph *body_p)
+{
+    CUgraphConditionalHandle h;
+    CUgraphNodeParams np;
+    CUgraphNode node;
+
+    CU_OK(cu.cond_create(&h, g, cu.ctx, 1, CU_GRAPH_COND_ASSIGN_DEFAULT));
+    memset(&np, 0, sizeof(np));
+    np.type = CU_GRAPH_NODE_TYPE_CONDITIONAL;
+    np.conditional.handle = h;
+    np.conditional.type = CU_GRAPH_COND_TYPE_IF;
+    np.conditional.size = 1;
+    np.conditional.ctx = cu.ctx;
+    CU_OK(cu.add_node(&node, g, NULL, NULL, 0, &np));
+    *body_p = np.conditional.phGraph_out[0];
+    return node;
+}
+
+/* A conditional body that draws, deep in child graphs: refused at any depth. */
+START_TEST(conditional_body_deep_down_is_refused)
+{
+    CUgraphNode node;
+    CUgraphExec raw;
+    CUgraph c, cond, deep, body;
+    rig_t r;
+
+    rig_init(&r, 1 + tu_rand_below(500));
+    c = capture_fill(r.g, r.s, r.buf, r.n);
+    CU_OK(cu.graph_create(&cond, 0));
+    node = add_conditional(cond, &body);
+    deep = nest(c, 33 + (int)tu_rand_below(40));
+    add_child(body, deep, NULL, 0);
+    ck_assert_ok(recap_graph_conditional_added(cond, node, (recap_graph_t *)&body, 1));
+    CU_OK(cu.instantiate(&raw, cond, 0));
+    refused_exec(cond, raw, "conditional");
+    CU_OK(cu.graph_destroy(deep));
+    CU_OK(cu.graph_destroy(cond));
     CU_OK(cu.graph_destroy(c));
     rig_free(&r);
 }
@@ -505,33 +603,146 @@ START_TEST(graph_built_node_by_node)
 }
 END_TEST
 
+/* Random graphs of up to 10 parts drawing from one generator: child graph nodes, some before a
+ * copy of captured work (its fill and advance nodes), some after, random edges between them.
+ * Exact exactly when every two parts are ordered (a child runs after the advance node or before
+ * all the captured work), by a transitive closure computed here; refused otherwise. */
+START_TEST(random_orders_are_exact_or_refused)
+{
+    int round;
+
+    for (round = 0; round < 12; round++) {
+        CUDA_KERNEL_NODE_PARAMS kp;
+        CUgraphNode src[8], node[12], deps[12];
+        int reach[12][12], isk[12], n = 0, nb, na, work, i, j, k, exact = 1;
+        CUgraph c, p;
+        CUgraphExec raw;
+        rig_t r;
+
+        rig_init(&r, 1 + tu_rand_below(300));
+        c = capture_fill(r.g, r.s, r.buf, r.n);
+        ck_assert_uint_eq(kernel_nodes(c, src), 2);
+        CU_OK(cu.graph_create(&p, 0));
+        memset(reach, 0, sizeof(reach));
+        work = (int)tu_rand_below(2);
+        nb = (int)tu_rand_below(4);
+        na = (work ? 0 : 1) + (int)tu_rand_below(4);
+        for (i = 0; i < nb + 2 * work + na; i++) {
+            int kernel = work && (i == nb || i == nb + 1), nd = 0;
+
+            for (j = 0; j < n; j++) /* edges from earlier nodes only: insertion order is an order */
+                if ((kernel && i == nb + 1 && j == nb) || tu_rand_below(3) == 0) {
+                    deps[nd++] = node[j];
+                    reach[j][n] = 1;
+                }
+            if (kernel) {
+                CU_OK(cu.kernel_params(src[i - nb], &kp));
+                CU_OK(cu.add_kernel(&node[n], p, deps, nd, &kp));
+            } else {
+                node[n] = add_child(p, c, deps, nd);
+            }
+            isk[n++] = kernel;
+        }
+        for (k = 0; k < n; k++) /* the transitive closure */
+            for (i = 0; i < n; i++)
+                for (j = 0; j < n; j++)
+                    reach[i][j] |= reach[i][k] && reach[k][j];
+        for (i = 0; i < n; i++)
+            for (j = i + 1; j < n; j++) {
+                if (isk[i] && isk[j])
+                    continue;
+                if (!isk[i] && !isk[j])
+                    exact &= reach[i][j];
+                else if (isk[j]) /* child i: after the advance node (nb + 1) or before both kernels */
+                    exact &= reach[i][nb] && reach[i][nb + 1];
+                else
+                    exact &= reach[nb + 1][j] || (reach[j][nb] && reach[j][nb + 1]);
+            }
+        if (exact) {
+            exact_k(&r, p, nb + work + na, "random order");
+        } else {
+            CU_OK(cu.instantiate(&raw, p, 0));
+            refused_exec(p, raw, "without an order");
+        }
+        CU_OK(cu.graph_destroy(p));
+        CU_OK(cu.graph_destroy(c));
+        rig_free(&r);
+    }
+}
+END_TEST
+
 START_TEST(conditional_body_that_draws_is_refused)
 {
-    CUgraphConditionalHandle h;
-    CUgraphNodeParams np;
     CUgraphNode node;
     CUgraphExec raw;
-    CUgraph c, p;
+    CUgraph c, p, body;
     rig_t r;
 
     rig_init(&r, 1 + tu_rand_below(500));
     c = capture_fill(r.g, r.s, r.buf, r.n);
     CU_OK(cu.graph_create(&p, 0));
-    CU_OK(cu.cond_create(&h, p, cu.ctx, 1, CU_GRAPH_COND_ASSIGN_DEFAULT));
-    memset(&np, 0, sizeof(np));
-    np.type = CU_GRAPH_NODE_TYPE_CONDITIONAL;
-    np.conditional.handle = h;
-    np.conditional.type = CU_GRAPH_COND_TYPE_IF;
-    np.conditional.size = 1;
-    np.conditional.ctx = cu.ctx;
-    CU_OK(cu.add_node(&node, p, NULL, NULL, 0, &np));
-    ck_assert_ok(recap_graph_conditional_added(p, node, (recap_graph_t *)np.conditional.phGraph_out, 1));
-    add_child(np.conditional.phGraph_out[0], c, NULL, 0);
+    node = add_conditional(p, &body);
+    ck_assert_ok(recap_graph_conditional_added(p, node, (recap_graph_t *)&body, 1));
+    add_child(body, c, NULL, 0);
     CU_OK(cu.instantiate(&raw, p, 0));
     refused_exec(p, raw, "conditional");
     CU_OK(cu.graph_destroy(p));
     CU_OK(cu.graph_destroy(c));
     rig_free(&r);
+}
+END_TEST
+
+/* Bodies reported wrongly (a ring of k graphs, each reported as the conditional body of the one
+ * before it) make no walk without end: refused, with the reason. */
+START_TEST(graph_reported_inside_itself_is_refused)
+{
+    CUgraph g[16], body;
+    CUgraphNode node[16];
+    CUgraphExec raw;
+    int k = 1 + (int)tu_rand_below(16), i;
+
+    for (i = 0; i < k; i++) {
+        CU_OK(cu.graph_create(&g[i], 0));
+        node[i] = add_conditional(g[i], &body);
+    }
+    for (i = 0; i < k; i++) {
+        recap_graph_t next = (recap_graph_t)g[(i + 1) % k];
+        ck_assert_ok(recap_graph_conditional_added(g[i], node[i], &next, 1));
+    }
+    CU_OK(cu.instantiate(&raw, g[0], 0));
+    refused_exec(g[0], raw, "holds itself");
+    for (i = 0; i < k; i++)
+        CU_OK(cu.graph_destroy(g[i]));
+}
+END_TEST
+
+/* A body count whose byte size wraps around (to a small block) is refused, never copied: random
+ * counts just past the wrap, and the largest counts. */
+START_TEST(conditional_body_count_that_wraps_is_refused)
+{
+    recap_graph_t bodies[4] = {NULL, NULL, NULL, NULL};
+    size_t counts[6];
+    CUgraphNode node;
+    CUgraph p;
+    int i;
+
+    counts[0] = SIZE_MAX / sizeof(CUgraph) + 1 + tu_rand_below(64);
+    counts[1] = SIZE_MAX / sizeof(CUgraph) - tu_rand_below(2); /* with the record's header */
+    counts[2] = SIZE_MAX - tu_rand_below(1u << 20);
+    counts[3] = SIZE_MAX;
+    counts[4] = ((size_t)1 << 61) + tu_rand_below(1u << 20);
+    counts[5] = (size_t)tu_rand() | ((size_t)1 << 63);
+    CU_OK(cu.graph_create(&p, 0));
+    CU_OK(cu.graph_create((CUgraph *)&bodies[0], 0));
+    node = add_child(p, (CUgraph)bodies[0], NULL, 0);
+    for (i = 0; i < 6; i++) {
+        ck_assert_status(recap_graph_conditional_added(p, node, bodies, counts[i]),
+                         RECAP_ERR_INVALID_ARG);
+        ck_assert_msg(strstr(recap_last_error(), "bodies") != NULL, "%s", recap_last_error());
+    }
+    ck_assert_ok(recap_graph_conditional_added(p, node, bodies, 1 + tu_rand_below(4)));
+    CU_OK(cu.graph_destroy(p));
+    CU_OK(cu.graph_destroy((CUgraph)bodies[0]));
 }
 END_TEST
 
@@ -622,13 +833,18 @@ static Suite *suite(void)
     tcase_add_test(tc, child_graph_node_launches_equal_eager_runs);
     tcase_add_test(tc, child_in_child_and_child_twice_in_order);
     tcase_add_test(tc, one_child_in_two_parents_and_a_clone);
+    tcase_add_test(tc, child_graphs_nested_at_any_depth);
+    tcase_add_test(tc, conditional_body_deep_down_is_refused);
     tcase_add_test(tc, child_after_captured_work_is_exact_unordered_is_refused);
     tcase_add_test(tc, two_unordered_children_of_one_generator_are_refused);
     tcase_add_test(tc, exec_update_follows_the_new_graph);
     tcase_add_test(tc, child_graph_node_update_in_an_exec);
     tcase_add_test(tc, unordered_children_updated_to_one_generator_are_refused);
     tcase_add_test(tc, graph_built_node_by_node);
+    tcase_add_test(tc, random_orders_are_exact_or_refused);
     tcase_add_test(tc, conditional_body_that_draws_is_refused);
+    tcase_add_test(tc, graph_reported_inside_itself_is_refused);
+    tcase_add_test(tc, conditional_body_count_that_wraps_is_refused);
     tcase_add_test(tc, device_launch_exec_that_draws_is_refused);
     tcase_add_test(tc, upload_before_the_first_launch);
     tcase_add_test(tc, execs_sharing_a_generator_on_two_streams);

@@ -124,11 +124,12 @@ START_TEST(report_file_says_what_recap_saw)
     buf[fread(buf, 1, sizeof(buf) - 1, f)] = '\0';
     fclose(f);
     unlink(path);
+    ck_assert_msg(strncmp(buf, "{\"schema\":2,", 12) == 0, "%s", buf);
     ck_assert_msg(strstr(buf, "\"hooks\":\"preload\"") != NULL, "%s", buf);
     /* the client's captures: one replayed 4 times, two for an exec updated between 3 launches */
     ck_assert_msg(strstr(buf, "\"captures\":3,") != NULL, "%s", buf);
     ck_assert_msg(strstr(buf, "\"launches\":7,") != NULL, "%s", buf);
-    ck_assert_msg(strstr(buf, "\"framework_generators\":0,\"frameworks\":\"\",\"subscriptions\":1}") != NULL,
+    ck_assert_msg(strstr(buf, "\"framework_generators\":0,\"frameworks\":[],\"subscriptions\":1}") != NULL,
                   "%s", buf);
 }
 END_TEST

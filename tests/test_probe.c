@@ -738,6 +738,69 @@ START_TEST(python_that_does_not_answer_is_cut_at_the_time_limit)
 }
 END_TEST
 
+/* Whether process `pid` is gone (or a zombie nobody reaped yet). */
+static int gone(long pid)
+{
+    char path[64], stat[256] = "";
+    FILE *f;
+
+    snprintf(path, sizeof(path), "/proc/%ld/stat", pid);
+    if ((f = fopen(path, "r")) == NULL)
+        return 1;
+    if (fgets(stat, sizeof(stat), f) == NULL)
+        stat[0] = '\0';
+    fclose(f);
+    return strstr(stat, ") Z ") != NULL;
+}
+
+/* A python3 that closes its output and runs on, or leaves a process holding its output, costs
+ * the time limit, no more: recap-probe ends (a run still going after 60 s counts as hung: killed,
+ * and the test fails), says why, and nothing python3 started is left running. Random variants. */
+START_TEST(python_that_closes_its_output_and_runs_on_is_cut)
+{
+    static const char *const lines[] = {"", "python 3.99.1\\n", "python 3.99.1\\n"};
+    static const char *const notes[] = {"python3 did not exit within 1 s",
+                                        "python3 did not exit within 1 s",
+                                        "python3 did not answer within 1 s"};
+    int round;
+
+    for (round = 0; round < 3; round++) {
+        static const char *const then[] = {
+            "exec >&-; exec sleep 1000", "exec >&-; sleep 1000; :",
+            "sh -c 'echo $$ > \"$1\"; exec sleep 1000' sh \"$(dirname \"$0\")/held\" & exit 0"};
+        int v = round == 0 ? 0 : (int)tu_rand_below(3), status, w;
+        char cmd[2048], pidfile[300], *dir, *out;
+        long held = 0;
+        json_t *doc;
+        FILE *f;
+
+        dir = fake_python(lines[v], then[v]);
+        snprintf(pidfile, sizeof(pidfile), "%s/held", dir);
+        snprintf(cmd, sizeof(cmd), "timeout -s KILL 60 env " NO_DRIVER " PATH=%s:$PATH "
+                 "RECAP_PROBE_PYTHON_TIMEOUT=1 %s --json --check philox 2>/dev/null", dir, tool());
+        out = tu_shell(cmd, &status);
+        ck_assert_msg(status == 0, "variant %d: recap-probe exit %d (137: hung, killed): %s", v,
+                      status, out);
+        doc = json_parse(out);
+        ck_assert_msg(doc != NULL, "%s", out);
+        ck_assert_str_eq(jstr(jget(doc, "python"), "note"), notes[v]);
+        jfree(doc);
+        free(out);
+        if (v == 2) { /* what python3 started was killed with it */
+            f = fopen(pidfile, "r");
+            ck_assert_ptr_nonnull(f);
+            ck_assert_int_eq(fscanf(f, "%ld", &held), 1);
+            fclose(f);
+            for (w = 0; w < 500 && !gone(held); w++)
+                usleep(10000);
+            ck_assert_msg(gone(held), "process %ld, started by python3, still runs", held);
+            unlink(pidfile);
+        }
+        drop_fake_python(dir);
+    }
+}
+END_TEST
+
 START_TEST(strict_fails_without_a_driver)
 {
     int status;
@@ -1208,6 +1271,7 @@ int main(void)
     tcase_add_test(tc, python_and_torch_versions_come_from_python3_on_path);
     tcase_add_test(tc, python_without_torch_says_so);
     tcase_add_test(tc, python_that_does_not_answer_is_cut_at_the_time_limit);
+    tcase_add_test(tc, python_that_closes_its_output_and_runs_on_is_cut);
     tcase_add_test(tc, strict_fails_without_a_driver);
     tcase_add_test(tc, strict_passes_with_a_driver_and_a_device);
     tcase_add_test(tc, with_driver_facts_match_the_library);

@@ -65,7 +65,7 @@ def _preloaded():
         dladdr = proc.dladdr
         dladdr.argtypes = [ctypes.c_void_p, ctypes.POINTER(_DlInfo)]
         if dladdr(ctypes.cast(fn, ctypes.c_void_p), ctypes.byref(info)) and info.dli_fname:
-            return info.dli_fname.decode()
+            return os.fsdecode(info.dli_fname)  # a path is bytes: any, not only UTF-8
     except AttributeError:
         pass
     return None
@@ -73,7 +73,9 @@ def _preloaded():
 
 def _candidates():
     """A librecap already loaded (preloaded), RECAP_LIB, the copy bundled in the wheel, a build
-    tree this package sits in, then the loader's search path (an installed librecap)."""
+    tree this package sits in, then the loader's search path (an installed librecap). Paths are
+    str as os.fsdecode makes them (bytes that are not UTF-8 kept as surrogates), which
+    os.fsencode, ctypes and the environment turn back into the same bytes."""
     pre = _preloaded()
     if pre:
         yield pre

@@ -13,6 +13,7 @@
 #include "base/env.h"
 #include "base/ident.h"
 #include "base/log.h"
+#include "base/sink.h"
 
 #define SINK_UNOPENED (-2)
 
@@ -75,12 +76,9 @@ static int open_sink(void)
                         "to stderr", spec);
         return STDERR_FILENO;
     }
-    fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0666);
-    if (fd < 0) {
-        recap__env_warn("RECAP_LOG_FILE", "RECAP_LOG_FILE=%s: cannot open %s: %s; logging to "
-                        "stderr", spec, path, strerror(errno));
+    fd = recap__sink_open("RECAP_LOG_FILE", spec, path, O_APPEND, "logging to stderr");
+    if (fd < 0)
         return STDERR_FILENO;
-    }
     sink_per_process = own;
     return fd;
 }

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/alloc.h"
 #include "base/error.h"
 #include "base/lock.h"
 #include "base/log.h"
@@ -103,7 +104,7 @@ static capture_entry_t *entry_of(recap__capture_t *c, recap__genstate_t *gs, int
         return NULL;
     if (c->n == c->cap) {
         size_t ncap = c->cap ? 2 * c->cap : 8;
-        capture_entry_t *ne = realloc(c->e, ncap * sizeof(*ne));
+        capture_entry_t *ne = recap__realloc_n(c->e, ncap, sizeof(*ne));
         if (ne == NULL)
             return NULL;
         c->e = ne;

@@ -1,12 +1,14 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #include "config.h"
 
+#include <limits.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/alloc.h"
 #include "base/atfork.h"
 #include "base/error.h"
 #include "base/lock.h"
@@ -14,6 +16,7 @@
 #include "base/symver.h"
 #include "base/ptrmap.h"
 #include "capture/capture.h"
+#include "capture/order.h"
 #include "driver/driver.h"
 #include "kernels/capture_body.h"
 #include "kernels/fill_body.h"
@@ -58,7 +61,7 @@ static int draws_add(draws_t *ds, uint64_t slot, uint64_t inc)
         }
     if (ds->n == ds->cap) {
         size_t cap = ds->cap ? 2 * ds->cap : 8;
-        draw_t *d = realloc(ds->d, cap * sizeof(*d));
+        draw_t *d = recap__realloc_n(ds->d, cap, sizeof(*d));
         if (d == NULL)
             return 0;
         ds->d = d;
@@ -133,7 +136,11 @@ recap_status_t recap_graph_conditional_added(recap_graph_t graph, recap_graph_no
 
     RECAP_CHECK_ARG(graph != NULL && node != NULL && (bodies != NULL || nbodies == 0),
                     "NULL graph, node or bodies");
-    b = malloc(sizeof(*b) + nbodies * sizeof(CUgraph));
+    /* (CUDA_CONDITIONAL_NODE_PARAMS counts bodies in an unsigned int; the check on the byte size
+     * stays for where size_t is as narrow) */
+    RECAP_CHECK_ARG(nbodies <= UINT_MAX && nbodies <= (SIZE_MAX - sizeof(*b)) / sizeof(CUgraph),
+                    "%zu bodies: more than a conditional node can have (%u)", nbodies, UINT_MAX);
+    b = recap__alloc_flex(sizeof(*b), nbodies, sizeof(CUgraph));
     if (b == NULL)
         return recap__fail(RECAP_ERR_NO_MEMORY, "conditional node record");
     b->owner = (CUgraph)graph;
@@ -168,34 +175,43 @@ void recap__compose_graph_forget(CUgraph graph)
     pthread_mutex_unlock(&compose_lock);
 }
 
-/* A copy of the bodies of conditional node `node` (NULL when unknown); the caller frees it. */
-static bodies_t *bodies_of(CUgraphNode node)
+/* A copy of the bodies of conditional node `node` (NULL when unknown, or out of memory: *nomem
+ * says); the caller frees it. */
+static bodies_t *bodies_of(CUgraphNode node, int *nomem)
 {
     bodies_t *b, *copy = NULL;
 
     pthread_mutex_lock(&compose_lock);
     b = recap__ptrmap_get(&conditionals, node);
-    if (b != NULL && (copy = malloc(sizeof(*b) + b->n * sizeof(CUgraph))) != NULL)
+    if (b != NULL && (copy = recap__alloc_flex(sizeof(*b), b->n, sizeof(CUgraph))) != NULL)
         memcpy(copy, b, sizeof(*b) + b->n * sizeof(CUgraph));
+    *nomem = b != NULL && copy == NULL;
     pthread_mutex_unlock(&compose_lock);
     return copy;
 }
 
 /* ------------------------------------------------------------------ the walk */
 
-/* What an exec keeps for cuGraphExecChildGraphNodeSetParams: per top-level child graph node,
- * what it draws and what the parts of the graph it is not ordered with draw. */
-typedef struct {
-    CUgraphNode node;
-    draws_t draws;
-    draws_t unordered; /* what the captured work not ordered with it draws */
-    size_t *sibs, nsibs; /* the child nodes not ordered with it (indices in the plan): their
-                          * draws are read when it changes, as they may have changed too */
-} child_t;
+enum unit_kind { UNIT_ADVANCE, UNIT_CHILD };
 
+/* What one level of a graph draws, part by part: recap's advance nodes and child graph nodes. */
 typedef struct {
-    size_t n;
-    child_t *c;
+    size_t node; /* index into the level's nodes */
+    enum unit_kind kind;
+    draws_t draws;
+} unit_t;
+
+/* What an exec keeps for cuGraphExecChildGraphNodeSetParams: the top level's parts that draw (all
+ * its child graph nodes, drawing or not) and its order, so a changed child's order with every
+ * other part is read when it changes, from what each part draws then. */
+typedef struct {
+    size_t count;        /* the top level's nodes */
+    CUgraphNode *sorted; /* (node, index) pairs sorted by node */
+    recap__order_t order;
+    size_t *kernels, nkernels; /* the kernel nodes (captured work ends before its advance node) */
+    unit_t *units;
+    size_t nunits, nchildren;
+    size_t *unit_of; /* node index -> unit index + 1 (0: not a unit) */
     draws_t total;
     char refused[320]; /* why this exec is refused ("" when it is exact) */
 } plan_t;
@@ -205,17 +221,25 @@ typedef struct {
     CUgraph top;
     char why[320];
     int failed; /* a driver call failed: the walk says nothing */
+    int nomem;  /* ... or memory ran out */
+    size_t graphs, nodes, edges, steps; /* what the walk cost (the debug log says) */
 } walk_t;
 
-enum unit_kind { UNIT_ADVANCE, UNIT_CHILD };
-
+/* One level of the walk, on the walk's own stack (no recursion: nesting has no depth limit). */
+enum { WAIT_NONE, WAIT_CHILD, WAIT_BODY };
 typedef struct {
-    size_t node; /* index into the level's nodes */
-    enum unit_kind kind;
-    draws_t draws;
-} unit_t;
-
-#define MAX_DEPTH 32
+    CUgraph g;
+    CUgraphNode *nodes;
+    CUgraphNodeType *types;
+    unit_t *units;
+    size_t count, nunits, i;
+    draws_t fills;  /* slots recap's captured fill kernels of this level read */
+    draws_t result; /* what one run of the level draws */
+    plan_t *plan;   /* the top level: what the exec keeps */
+    bodies_t *cond; /* node i is a conditional node whose bodies are being walked */
+    size_t body;
+    int waiting; /* what the level below walks for: units[nunits] or cond->body[body] */
+} level_t;
 
 static void refuse(walk_t *w, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void refuse(walk_t *w, const char *fmt, ...)
@@ -229,11 +253,39 @@ static void refuse(walk_t *w, const char *fmt, ...)
     va_end(ap);
 }
 
+static void out_of_memory(walk_t *w)
+{
+    w->failed = 1;
+    w->nomem = 1;
+}
+
+/* calloc of count + extra elements, none when that many cannot be counted. */
+static void *calloc_n(size_t count, size_t extra, size_t size)
+{
+    return count > SIZE_MAX - extra ? NULL : calloc(count + extra, size);
+}
+
 static int ptr_cmp(const void *a, const void *b)
 {
     uintptr_t x = (uintptr_t)((const CUgraphNode *)a)[0], y = (uintptr_t)((const CUgraphNode *)b)[0];
 
     return x < y ? -1 : x > y;
+}
+
+/* (node, index) pairs of `nodes`, sorted by node, for index_of. */
+static CUgraphNode *sorted_of(const CUgraphNode *nodes, size_t count)
+{
+    CUgraphNode *sorted = count <= SIZE_MAX / 2 - 1 ? calloc(2 * count + 2, sizeof(*sorted)) : NULL;
+    size_t i;
+
+    if (sorted == NULL)
+        return NULL;
+    for (i = 0; i < count; i++) {
+        sorted[2 * i] = nodes[i];
+        sorted[2 * i + 1] = (CUgraphNode)(uintptr_t)i;
+    }
+    qsort(sorted, count, 2 * sizeof(*sorted), ptr_cmp);
+    return sorted;
 }
 
 /* Index of node `n` in the sorted copy `sorted` (pairs node, index), or -1. */
@@ -253,16 +305,18 @@ static long index_of(const CUgraphNode *sorted, size_t count, CUgraphNode n)
     return -1;
 }
 
-/* The graph's edges as index pairs (*from, *to), *nedges of them. 0 on failure. */
-static int edges_of(walk_t *w, CUgraph g, CUgraphNode *nodes, size_t count, size_t **from_p,
-                    size_t **to_p, size_t *nedges_p)
+/* The graph's edges as index pairs (*from, *to), *nedges of them, read with `sorted` (the
+ * level's nodes, sorted_of). 0 on failure. */
+static int edges_of(walk_t *w, CUgraph g, const CUgraphNode *sorted, size_t count,
+                    size_t **from_p, size_t **to_p, size_t *nedges_p)
 {
-    CUgraphNode *from = NULL, *to = NULL, *sorted = NULL;
+    CUgraphNode *from = NULL, *to = NULL;
     CUgraphEdgeData *data = NULL;
     size_t n = 0, i, k = 0;
     CUresult rc;
     int ok = 0;
 
+    *from_p = *to_p = NULL;
     if (w->drv->cuGraphGetEdges != NULL)
         rc = w->drv->cuGraphGetEdges(g, NULL, NULL, NULL, &n);
     else if (w->drv->cuGraphGetEdges_v1 != NULL)
@@ -271,37 +325,22 @@ static int edges_of(walk_t *w, CUgraph g, CUgraphNode *nodes, size_t count, size
         rc = CUDA_ERROR_NOT_SUPPORTED;
     if (rc != CUDA_SUCCESS)
         return 0;
-    if (n == 0) { /* the real driver refuses arrays with a count of 0 (CUDA_ERROR_INVALID_VALUE) */
-        *from_p = calloc(1, sizeof(size_t));
-        *to_p = calloc(1, sizeof(size_t));
-        *nedges_p = 0;
-        if (*from_p != NULL && *to_p != NULL)
-            return 1;
-        free(*from_p);
-        free(*to_p);
-        *from_p = *to_p = NULL;
-        return 0;
-    }
-    from = calloc(n + 1, sizeof(*from));
-    to = calloc(n + 1, sizeof(*to));
-    data = calloc(n + 1, sizeof(*data));
-    sorted = calloc(2 * count + 1, sizeof(*sorted));
-    *from_p = calloc(n + 1, sizeof(size_t));
-    *to_p = calloc(n + 1, sizeof(size_t));
-    if (from == NULL || to == NULL || data == NULL || sorted == NULL || *from_p == NULL ||
-        *to_p == NULL)
+    from = calloc_n(n, 1, sizeof(*from));
+    to = calloc_n(n, 1, sizeof(*to));
+    data = calloc_n(n, 1, sizeof(*data));
+    *from_p = calloc_n(n, 1, sizeof(size_t));
+    *to_p = calloc_n(n, 1, sizeof(size_t));
+    if (from == NULL || to == NULL || data == NULL || *from_p == NULL || *to_p == NULL) {
+        out_of_memory(w);
         goto out;
-    if (w->drv->cuGraphGetEdges != NULL)
+    }
+    /* (none: the real driver refuses arrays with a count of 0, CUDA_ERROR_INVALID_VALUE) */
+    if (n > 0 && w->drv->cuGraphGetEdges != NULL)
         rc = w->drv->cuGraphGetEdges(g, from, to, data, &n);
-    else
+    else if (n > 0)
         rc = w->drv->cuGraphGetEdges_v1(g, from, to, &n);
     if (rc != CUDA_SUCCESS)
         goto out;
-    for (i = 0; i < count; i++) {
-        sorted[2 * i] = nodes[i];
-        sorted[2 * i + 1] = (CUgraphNode)(uintptr_t)i;
-    }
-    qsort(sorted, count, 2 * sizeof(*sorted), ptr_cmp);
     for (i = 0; i < n; i++) {
         long a = index_of(sorted, count, from[i]), b = index_of(sorted, count, to[i]);
         if (a >= 0 && b >= 0) {
@@ -311,12 +350,12 @@ static int edges_of(walk_t *w, CUgraph g, CUgraphNode *nodes, size_t count, size
         }
     }
     *nedges_p = k;
+    w->edges += k;
     ok = 1;
 out:
     free(from);
     free(to);
     free(data);
-    free(sorted);
     if (!ok) {
         free(*from_p);
         free(*to_p);
@@ -325,83 +364,15 @@ out:
     return ok;
 }
 
-/* reach[u * count + x]: node x runs after unit u's node (a path of edges from it). */
-static unsigned char *reachability(const unit_t *units, size_t nunits, size_t count,
-                                   const size_t *from, const size_t *to, size_t nedges)
-{
-    unsigned char *reach = calloc(nunits * count + 1, 1);
-    size_t *queue = malloc((count + 1) * sizeof(size_t));
-    size_t *first = calloc(count + 2, sizeof(size_t)), *adj = malloc((nedges + 1) * sizeof(size_t));
-    size_t u, e, x;
-
-    if (reach == NULL || queue == NULL || first == NULL || adj == NULL) {
-        free(reach);
-        reach = NULL;
-        goto out;
-    }
-    for (e = 0; e < nedges; e++) /* successors of x: adj[first[x] .. first[x + 1]) */
-        first[from[e] + 2]++;
-    for (x = 0; x < count; x++)
-        first[x + 2] += first[x + 1];
-    for (e = 0; e < nedges; e++)
-        adj[first[from[e] + 1]++] = to[e];
-    for (u = 0; u < nunits; u++) {
-        unsigned char *r = reach + u * count;
-        size_t head = 0, tail = 0;
-
-        queue[tail++] = units[u].node;
-        while (head < tail) {
-            x = queue[head++];
-            for (e = first[x]; e < first[x + 1]; e++)
-                if (!r[adj[e]]) {
-                    r[adj[e]] = 1;
-                    queue[tail++] = adj[e];
-                }
-        }
-    }
-out:
-    free(queue);
-    free(first);
-    free(adj);
-    return reach;
-}
-
-/* Whether units a and b of one level run one entirely before the other. A child graph node is
- * one step; an advance node stands for the captured work of its level, which runs before it: a
- * child is ordered with it when it runs after the advance node, or before every kernel node of
- * the level. Two advance nodes of one generator on one level are never taken as ordered (their
- * kernels cannot be told apart). */
-static int ordered(const unit_t *units, size_t a, size_t b, const unsigned char *reach,
-                   const CUgraphNodeType *types, size_t count)
-{
-    size_t c, v, x;
-
-    if (units[a].kind == UNIT_ADVANCE && units[b].kind == UNIT_ADVANCE)
-        return 0;
-    if (units[a].kind == UNIT_CHILD && units[b].kind == UNIT_CHILD)
-        return reach[a * count + units[b].node] || reach[b * count + units[a].node];
-    c = units[a].kind == UNIT_CHILD ? a : b; /* the child */
-    v = c == a ? b : a;                      /* the advance node */
-    if (reach[v * count + units[c].node])
-        return 1;
-    for (x = 0; x < count; x++)
-        if (types[x] == CU_GRAPH_NODE_TYPE_KERNEL && !reach[c * count + x])
-            return 0;
-    return 1;
-}
-
-static int walk(walk_t *w, CUgraph g, int depth, draws_t *out, plan_t *plan);
-
 /* A kernel node: recap's advance node becomes a unit; recap's captured fill kernels are noted so
  * a graph that holds them without their advance node is refused. */
-static void walk_kernel(walk_t *w, CUgraphNode node, size_t i, unit_t *units, size_t *nunits,
-                        draws_t *fills)
+static void walk_kernel(walk_t *w, level_t *l)
 {
     CUDA_KERNEL_NODE_PARAMS p;
     int id;
 
     memset(&p, 0, sizeof(p));
-    if (w->drv->cuGraphKernelNodeGetParams(node, &p) != CUDA_SUCCESS) {
+    if (w->drv->cuGraphKernelNodeGetParams(l->nodes[l->i], &p) != CUDA_SUCCESS) {
         w->failed = 1;
         return;
     }
@@ -410,196 +381,444 @@ static void walk_kernel(walk_t *w, CUgraphNode node, size_t i, unit_t *units, si
         return;
     if (id == RECAP_K_ADVANCE) {
         const recap__advance_params_t *ap = p.kernelParams[0];
-        unit_t *u = &units[(*nunits)++];
+        unit_t *u = &l->units[l->nunits++];
         uint32_t k;
 
-        u->node = i;
+        u->node = l->i;
         u->kind = UNIT_ADVANCE;
+        if (ap->count > RECAP_SLOTS_PER_LAUNCH) /* recap writes at most that many */
+            refuse(w, "graph %p holds a recap advance node naming %u generator slots (at most %u "
+                   "exist): its parameters were overwritten, so what it draws cannot be known",
+                   (void *)w->top, (unsigned)ap->count, (unsigned)RECAP_SLOTS_PER_LAUNCH);
         for (k = 0; k < ap->count && k < RECAP_SLOTS_PER_LAUNCH; k++)
             if (!draws_add(&u->draws, ap->slot[k], ap->inc[k]))
-                w->failed = 1;
+                out_of_memory(w);
     } else if (id == RECAP_K_FILL_U32_CAPTURED || id == RECAP_K_FILL_F32_CAPTURED ||
                id == RECAP_K_FILL_F64_CAPTURED) {
         const recap__fill_params_t *fp = p.kernelParams[0];
-        if (fp->philox.captured && !draws_add(fills, (uint64_t)(uintptr_t)fp->philox.seed_ptr, 0))
-            w->failed = 1;
+        if (fp->philox.captured && !draws_add(&l->fills, (uint64_t)(uintptr_t)fp->philox.seed_ptr, 0))
+            out_of_memory(w);
     }
 }
 
-/* A conditional node: its bodies must not draw. */
-static void walk_conditional(walk_t *w, CUgraphNode node, int depth, draws_t *out)
+/* Moves level l on to its next node that holds a graph to walk and returns that graph (l->waiting
+ * says what for), or NULL when the level is done. */
+static CUgraph level_step(walk_t *w, level_t *l)
 {
-    bodies_t *b = bodies_of(node);
+    for (;;) {
+        if (l->cond != NULL) {
+            while (l->body < l->cond->n && l->cond->body[l->body] == NULL)
+                l->body++;
+            if (l->body < l->cond->n) {
+                l->waiting = WAIT_BODY;
+                return l->cond->body[l->body];
+            }
+            free(l->cond);
+            l->cond = NULL;
+            l->i++;
+        } else if (l->waiting == WAIT_CHILD) {
+            l->i++;
+        }
+        l->waiting = WAIT_NONE;
+        if (l->i >= l->count || w->failed)
+            return NULL;
+        w->nodes++;
+        if (w->drv->cuGraphNodeGetType(l->nodes[l->i], &l->types[l->i]) != CUDA_SUCCESS) {
+            w->failed = 1;
+            return NULL;
+        }
+        if (l->types[l->i] == CU_GRAPH_NODE_TYPE_KERNEL) {
+            walk_kernel(w, l);
+        } else if (l->types[l->i] == CU_GRAPH_NODE_TYPE_GRAPH) {
+            CUgraph child = NULL;
+            unit_t *u = &l->units[l->nunits];
+
+            if (w->drv->cuGraphChildGraphNodeGetGraph == NULL ||
+                w->drv->cuGraphChildGraphNodeGetGraph(l->nodes[l->i], &child) != CUDA_SUCCESS) {
+                w->failed = 1;
+                return NULL;
+            }
+            u->node = l->i;
+            u->kind = UNIT_CHILD;
+            l->waiting = WAIT_CHILD;
+            return child;
+        } else if (l->types[l->i] == CU_GRAPH_NODE_TYPE_CONDITIONAL) {
+            int nomem = 0;
+
+            l->cond = bodies_of(l->nodes[l->i], &nomem);
+            l->body = 0;
+            if (nomem)
+                out_of_memory(w);
+            if (l->cond != NULL)
+                continue; /* its bodies, one by one */
+        }
+        l->i++;
+    }
+}
+
+static void units_free(unit_t *units, size_t n)
+{
     size_t i;
 
-    if (b == NULL)
-        return; /* not reported: recap cannot see inside (include/recap.h says so) */
-    for (i = 0; i < b->n && !w->failed; i++) {
-        draws_t body = {0};
-        if (b->body[i] != NULL && walk(w, b->body[i], depth + 1, &body, NULL) && body.n > 0) {
-            refuse(w, "graph %p: the body of a conditional node (IF/WHILE/SWITCH) draws random "
-                   "numbers; recap reserves a graph's offsets on the host at launch and cannot "
-                   "know how often the body runs, so launches could not equal eager runs. Draw "
-                   "outside the conditional body", (void *)w->top);
-            draws_merge(out, &body);
-        }
-        draws_free(&body);
-    }
-    free(b);
+    for (i = 0; units != NULL && i < n; i++)
+        draws_free(&units[i].draws);
+    free(units);
 }
 
-/* The units of one level that share a generator must be ordered; fills need their advance. */
-static void check_level(walk_t *w, CUgraph g, unit_t *units, size_t nunits, const draws_t *fills,
-                        const CUgraphNodeType *types, CUgraphNode *nodes, size_t count,
-                        plan_t *plan)
+static void level_free(level_t *l)
 {
-    size_t *from = NULL, *to = NULL, *cidx = NULL, nedges = 0, a, b, i, nplan = 0;
-    unsigned char *reach = NULL;
-    int need = 0;
+    units_free(l->units, l->nunits);
+    free(l->types);
+    free(l->nodes);
+    free(l->cond);
+    draws_free(&l->fills);
+    draws_free(&l->result);
+    memset(l, 0, sizeof(*l));
+}
 
-    for (i = 0; i < fills->n; i++) {
-        int covered = 0;
-        for (a = 0; a < nunits; a++)
-            covered |= units[a].kind == UNIT_ADVANCE && draws_has(&units[a].draws, fills->d[i].slot);
-        if (!covered)
+/* Reads graph g's nodes into a new level. 0 when that failed. */
+static int level_open(walk_t *w, level_t *l, CUgraph g, plan_t *plan)
+{
+    size_t count = 0;
+
+    memset(l, 0, sizeof(*l));
+    l->g = g;
+    l->plan = plan;
+    w->graphs++;
+    if (w->drv->cuGraphGetNodes(g, NULL, &count) != CUDA_SUCCESS) {
+        w->failed = 1;
+        return 0;
+    }
+    l->nodes = calloc_n(count, 1, sizeof(*l->nodes));
+    l->types = calloc_n(count, 1, sizeof(*l->types));
+    l->units = calloc_n(count, 1, sizeof(*l->units));
+    if (l->nodes == NULL || l->types == NULL || l->units == NULL) {
+        out_of_memory(w);
+        return 0;
+    }
+    /* (an empty graph: the real driver refuses arrays with a count of 0) */
+    if (count > 0 && w->drv->cuGraphGetNodes(g, l->nodes, &count) != CUDA_SUCCESS) {
+        w->failed = 1;
+        return 0;
+    }
+    l->count = count;
+    return 1;
+}
+
+/* What the units of a level draw, one (slot, unit) pair per draw, sorted by slot. */
+typedef struct {
+    uint64_t slot;
+    size_t pos, unit; /* the unit's node's topological position (once known), the unit */
+} use_t;
+
+static int use_cmp(const void *a, const void *b)
+{
+    const use_t *x = a, *y = b;
+
+    if (x->slot != y->slot)
+        return x->slot < y->slot ? -1 : 1;
+    return x->pos < y->pos ? -1 : x->pos > y->pos;
+}
+
+static const char *unit_name(const unit_t *u)
+{
+    return u->kind == UNIT_CHILD ? "a child graph node" : "captured work";
+}
+
+static void refuse_unordered(walk_t *w, const unit_t *a, const unit_t *b)
+{
+    refuse(w, "graph %p: two parts of it draw from the same generator without an order between "
+           "them (%s and %s), so they would draw the same numbers. Make one depend on the other "
+           "(a child graph node after the captured work's last node, or between the child graph "
+           "nodes)", (void *)w->top, unit_name(a), unit_name(b));
+}
+
+/* Whether every kernel node of the level runs after node c (it runs before all captured work). */
+static int before_all_kernels(recap__order_t *o, size_t c, const size_t *kernels, size_t nkernels)
+{
+    size_t k;
+
+    recap__order_mark(o, c, 0);
+    for (k = 0; k < nkernels; k++)
+        if (!recap__order_marked(o, kernels[k]))
+            return 0;
+    o->steps += nkernels;
+    return 1;
+}
+
+/*
+ * The units of one level drawing from one generator (uses[0 .. n), in topological order) must run
+ * one entirely before the other. A child graph node is one step; an advance node stands for the
+ * captured work of its level, which runs before it: a child is ordered with it when it runs after
+ * the advance node, or before every kernel node of the level. Two advance nodes of one generator
+ * on one level are never taken as ordered (their kernels cannot be told apart).
+ *
+ * Children in topological order are all ordered exactly when each reaches the next, and each of
+ * those walks stays between the two: one walk of the level in all. Children after the advance
+ * node are a suffix of that chain; of the others only the last must run before all kernels.
+ */
+static void check_slot(walk_t *w, const unit_t *units, const use_t *uses, size_t n,
+                       recap__order_t *o, const size_t *kernels, size_t nkernels)
+{
+    const unit_t *adv = NULL, *last = NULL, *before = NULL;
+    size_t i;
+
+    for (i = 0; i < n; i++) {
+        const unit_t *u = &units[uses[i].unit];
+
+        if (u->kind == UNIT_ADVANCE) {
+            if (adv != NULL)
+                refuse_unordered(w, adv, u);
+            adv = u;
+            continue;
+        }
+        if (last != NULL && !recap__order_reaches(o, last->node, u->node))
+            refuse_unordered(w, last, u);
+        last = u;
+    }
+    if (adv == NULL || w->why[0] != '\0')
+        return;
+    recap__order_mark(o, adv->node, 0);
+    for (i = 0; i < n; i++)
+        if (units[uses[i].unit].kind == UNIT_CHILD && !recap__order_marked(o, units[uses[i].unit].node))
+            before = &units[uses[i].unit];
+    if (before != NULL && !before_all_kernels(o, before->node, kernels, nkernels))
+        refuse_unordered(w, before, adv);
+}
+
+/* The fills of a level need their advance node there too. */
+static void check_fills(walk_t *w, const level_t *l)
+{
+    draws_t adv = {0};
+    size_t i;
+
+    for (i = 0; i < l->nunits; i++)
+        if (l->units[i].kind == UNIT_ADVANCE && !draws_merge(&adv, &l->units[i].draws))
+            out_of_memory(w);
+    for (i = 0; i < l->fills.n && !w->failed; i++)
+        if (!draws_has(&adv, l->fills.d[i].slot))
             refuse(w, "graph %p holds recap kernel nodes that draw from a generator (slot %#llx) "
                    "without the advance node of the graph they were copied from: launches would "
                    "reuse numbers. Add the captured graph as a child graph node instead of "
                    "copying its kernel nodes", (void *)w->top,
-                   (unsigned long long)fills->d[i].slot);
+                   (unsigned long long)l->fills.d[i].slot);
+    draws_free(&adv);
+}
+
+/* The units of level l that share a generator must be ordered; the top level's plan keeps the
+ * level's order for later child graph node updates. */
+static void check_level(walk_t *w, level_t *l)
+{
+    size_t *from = NULL, *to = NULL, *kernels = NULL, nedges = 0, nuses = 0, nkernels = 0, i, j;
+    CUgraphNode *sorted = NULL;
+    recap__order_t order;
+    use_t *uses = NULL;
+    int shared = 0, children = 0, rc;
+
+    memset(&order, 0, sizeof(order));
+    check_fills(w, l);
+    for (i = 0; i < l->nunits; i++) {
+        nuses += l->units[i].draws.n;
+        children |= l->units[i].kind == UNIT_CHILD;
     }
-    /* The edges are read only where a generator is shared, or child nodes need a plan. */
-    for (a = 0; a < nunits && !need; a++) {
-        need = plan != NULL && units[a].kind == UNIT_CHILD;
-        for (b = a + 1; b < nunits && !need; b++)
-            need = draws_share(&units[a].draws, &units[b].draws);
-    }
-    if (!need)
+    if (nuses > 0 && (uses = calloc_n(nuses, 0, sizeof(*uses))) == NULL) {
+        out_of_memory(w);
         return;
-    if (!edges_of(w, g, nodes, count, &from, &to, &nedges) ||
-        (reach = reachability(units, nunits, count, from, to, nedges)) == NULL) {
-        refuse(w, "graph %p: parts of it draw from one generator and recap cannot read the "
-               "graph's edges to check that they run one after the other", (void *)w->top);
+    }
+    for (i = 0, nuses = 0; i < l->nunits; i++)
+        for (j = 0; j < l->units[i].draws.n; j++) {
+            uses[nuses].slot = l->units[i].draws.d[j].slot;
+            uses[nuses++].unit = i;
+        }
+    if (nuses > 1)
+        qsort(uses, nuses, sizeof(*uses), use_cmp);
+    for (i = 1; i < nuses && !shared; i++)
+        shared = uses[i].slot == uses[i - 1].slot;
+    w->steps += nuses;
+    /* The edges are read only where a generator is shared, or the exec keeps the order. */
+    if (!shared && (l->plan == NULL || !children))
+        goto out;
+    if ((sorted = sorted_of(l->nodes, l->count)) == NULL ||
+        (kernels = calloc_n(l->count, 1, sizeof(*kernels))) == NULL) {
+        out_of_memory(w);
         goto out;
     }
-    if (plan != NULL) {
-        cidx = calloc(nunits + 1, sizeof(*cidx)); /* unit -> its index in the plan */
-        for (a = 0; cidx != NULL && a < nunits; a++)
-            if (units[a].kind == UNIT_CHILD)
-                cidx[a] = nplan++;
-        plan->c = calloc(nplan + 1, sizeof(child_t));
-        if (plan->c == NULL || cidx == NULL) {
-            w->failed = 1;
-            goto out;
+    if (!edges_of(w, l->g, sorted, l->count, &from, &to, &nedges)) {
+        if (!w->nomem)
+            refuse(w, "graph %p: parts of it draw from one generator and recap cannot read the "
+                   "graph's edges to check that they run one after the other", (void *)w->top);
+        goto out;
+    }
+    rc = recap__order_init(&order, l->count, from, to, nedges);
+    if (rc == 0) {
+        out_of_memory(w);
+        goto out;
+    }
+    if (rc < 0) {
+        refuse(w, "graph %p: its edges make a cycle, so no order of its parts exists",
+               (void *)w->top);
+        goto out;
+    }
+    for (i = 0; i < l->count; i++)
+        if (l->types[i] == CU_GRAPH_NODE_TYPE_KERNEL)
+            kernels[nkernels++] = i;
+    for (i = 0; i < nuses; i++)
+        uses[i].pos = order.pos[l->units[uses[i].unit].node];
+    for (i = 0; i < nuses; i = j) { /* each generator's units, in topological order */
+        for (j = i + 1; j < nuses && uses[j].slot == uses[i].slot; j++)
+            ;
+        if (j - i > 1) {
+            qsort(uses + i, j - i, sizeof(*uses), use_cmp);
+            check_slot(w, l->units, uses + i, j - i, &order, kernels, nkernels);
         }
     }
-    for (a = 0; a < nunits; a++) {
-        child_t *c = NULL;
+    w->steps += order.steps + l->count + nedges;
+    if (l->plan != NULL) { /* the plan takes the level's order and parts */
+        plan_t *p = l->plan;
 
-        if (plan != NULL && units[a].kind == UNIT_CHILD) {
-            c = &plan->c[plan->n++];
-            c->node = nodes[units[a].node];
-            c->sibs = calloc(nunits, sizeof(*c->sibs));
-            if (c->sibs == NULL || !draws_merge(&c->draws, &units[a].draws))
-                w->failed = 1;
-        }
-        for (b = 0; b < nunits; b++) {
-            if (b == a || ordered(units, a, b, reach, types, count))
-                continue;
-            if (c != NULL && c->sibs != NULL && units[b].kind == UNIT_CHILD)
-                c->sibs[c->nsibs++] = cidx[b];
-            else if (c != NULL && !draws_merge(&c->unordered, &units[b].draws))
-                w->failed = 1;
-            if (b > a && draws_share(&units[a].draws, &units[b].draws))
-                refuse(w, "graph %p: two parts of it draw from the same generator without an "
-                       "order between them (%s and %s), so they would draw the same numbers. "
-                       "Make one depend on the other (a child graph node after the captured "
-                       "work's last node, or between the child graph nodes)", (void *)w->top,
-                       units[a].kind == UNIT_CHILD ? "a child graph node" : "captured work",
-                       units[b].kind == UNIT_CHILD ? "a child graph node" : "captured work");
-        }
+        p->count = l->count;
+        p->sorted = sorted;
+        p->order = order;
+        p->kernels = kernels;
+        p->nkernels = nkernels;
+        sorted = NULL;
+        kernels = NULL;
+        memset(&order, 0, sizeof(order));
     }
 out:
-    free(cidx);
-    free(reach);
+    recap__order_free(&order);
+    free(uses);
+    free(kernels);
+    free(sorted);
     free(from);
     free(to);
 }
 
-/* Walks graph g: adds to *out what one run of it draws, per slot. With `plan` (the top level),
- * records its child graph nodes for later SetParams. Returns 0 when a driver call failed. */
-static int walk(walk_t *w, CUgraph g, int depth, draws_t *out, plan_t *plan)
+/* Level l is walked: checked, and what it draws summed into l->result. */
+static void level_close(walk_t *w, level_t *l)
 {
-    CUgraphNode *nodes = NULL;
-    CUgraphNodeType *types = NULL;
-    unit_t *units = NULL;
-    draws_t fills = {0};
-    size_t count = 0, nunits = 0, i;
+    plan_t *p = l->plan;
+    size_t i;
 
-    if (depth > MAX_DEPTH || w->drv->cuGraphGetNodes(g, NULL, &count) != CUDA_SUCCESS) {
-        w->failed = 1;
-        return 0;
+    if (!w->failed)
+        check_level(w, l);
+    for (i = 0; i < l->nunits && !w->failed; i++)
+        if (!draws_merge(&l->result, &l->units[i].draws))
+            out_of_memory(w);
+    if (p == NULL || w->failed)
+        return;
+    p->unit_of = calloc_n(l->count, 1, sizeof(size_t));
+    if (p->unit_of == NULL) {
+        out_of_memory(w);
+        return;
     }
-    nodes = calloc(count + 1, sizeof(*nodes));
-    types = calloc(count + 1, sizeof(*types));
-    units = calloc(count + 1, sizeof(*units));
-    /* (an empty graph: the real driver refuses arrays with a count of 0) */
-    if (nodes == NULL || types == NULL || units == NULL ||
-        (count > 0 && w->drv->cuGraphGetNodes(g, nodes, &count) != CUDA_SUCCESS))
-        w->failed = 1;
-    for (i = 0; i < count && !w->failed; i++) {
-        if (w->drv->cuGraphNodeGetType(nodes[i], &types[i]) != CUDA_SUCCESS) {
-            w->failed = 1;
+    for (i = 0; i < l->nunits; i++) {
+        p->unit_of[l->units[i].node] = i + 1;
+        p->nchildren += l->units[i].kind == UNIT_CHILD;
+    }
+    p->units = l->units; /* the plan keeps the parts and what each draws */
+    p->nunits = l->nunits;
+    l->units = NULL;
+    l->nunits = 0;
+}
+
+/* The level below l (waited for) is done and drew `below`: it counts as l's unit or body. */
+static void level_resume(walk_t *w, level_t *l, draws_t *below)
+{
+    if (l->waiting == WAIT_CHILD) {
+        unit_t *u = &l->units[l->nunits];
+
+        u->draws = *below;
+        memset(below, 0, sizeof(*below));
+        if (u->draws.n > 0 || l->plan != NULL)
+            l->nunits++; /* the top level keeps every child: it may be updated to draw */
+        else
+            draws_free(&u->draws);
+    } else if (l->waiting == WAIT_BODY) {
+        if (below->n > 0) {
+            refuse(w, "graph %p: the body of a conditional node (IF/WHILE/SWITCH) draws random "
+                   "numbers; recap reserves a graph's offsets on the host at launch and cannot "
+                   "know how often the body runs, so launches could not equal eager runs. Draw "
+                   "outside the conditional body", (void *)w->top);
+            if (!draws_merge(&l->result, below))
+                out_of_memory(w);
+        }
+        draws_free(below);
+        l->body++;
+    }
+}
+
+/* Walks graph g, child graphs and conditional bodies to any depth: adds to *out what one run of
+ * it draws, per slot. With `plan` (the top level), keeps its order and parts for later child
+ * updates. Returns 0 when a driver call failed or memory ran out. */
+static int walk(walk_t *w, CUgraph g, draws_t *out, plan_t *plan)
+{
+    recap__ptrmap_t path = {0}; /* the graphs of the stack: one that holds itself is refused */
+    level_t *stack = NULL;
+    size_t depth = 0, cap = 0;
+    CUgraph next = g;
+    int nomem = 0;
+
+    while (!w->failed) {
+        level_t *l;
+
+        if (next != NULL && recap__ptrmap_get(&path, next) != NULL) {
+            /* only conditional bodies reported wrongly can do that: the driver copies children */
+            refuse(w, "graph %p holds itself (graph %p is reported as a conditional body inside "
+                   "itself): what it draws has no bound", (void *)w->top, (void *)next);
+            next = NULL;
+            level_resume(w, &stack[depth - 1], &(draws_t){0});
+            continue;
+        }
+        if (next != NULL && (recap__ptrmap_put(&path, next, next, &nomem), nomem)) {
+            out_of_memory(w);
             break;
         }
-        if (types[i] == CU_GRAPH_NODE_TYPE_KERNEL) {
-            walk_kernel(w, nodes[i], i, units, &nunits, &fills);
-        } else if (types[i] == CU_GRAPH_NODE_TYPE_GRAPH) {
-            CUgraph child = NULL;
-            unit_t *u = &units[nunits];
-
-            if (w->drv->cuGraphChildGraphNodeGetGraph == NULL ||
-                w->drv->cuGraphChildGraphNodeGetGraph(nodes[i], &child) != CUDA_SUCCESS) {
-                w->failed = 1;
-                break;
+        if (next != NULL) { /* one level down */
+            if (depth == cap) {
+                size_t ncap = cap ? 2 * cap : 16;
+                level_t *s = ncap <= SIZE_MAX / sizeof(*s) ? realloc(stack, ncap * sizeof(*s)) : NULL;
+                if (s == NULL) {
+                    out_of_memory(w);
+                    break;
+                }
+                stack = s;
+                cap = ncap;
             }
-            u->node = i;
-            u->kind = UNIT_CHILD;
-            walk(w, child, depth + 1, &u->draws, NULL);
-            if (u->draws.n > 0 || plan != NULL)
-                nunits++;
-            else
-                draws_free(&u->draws);
-        } else if (types[i] == CU_GRAPH_NODE_TYPE_CONDITIONAL) {
-            walk_conditional(w, nodes[i], depth, out);
+            l = &stack[depth];
+            if (!level_open(w, l, next, depth++ == 0 ? plan : NULL))
+                break;
         }
+        l = &stack[depth - 1];
+        if ((next = level_step(w, l)) != NULL || w->failed)
+            continue;
+        level_close(w, l); /* done: its draws go up */
+        if (depth == 1) {
+            if (!w->failed && !draws_merge(out, &l->result))
+                out_of_memory(w);
+            break;
+        }
+        level_resume(w, &stack[depth - 2], &l->result);
+        recap__ptrmap_del(&path, l->g);
+        level_free(l);
+        depth--;
     }
-    if (!w->failed)
-        check_level(w, g, units, nunits, &fills, types, nodes, count, plan);
-    for (i = 0; i < nunits; i++) {
-        if (!draws_merge(out, &units[i].draws))
-            w->failed = 1;
-        draws_free(&units[i].draws);
-    }
-    draws_free(&fills);
-    free(units);
-    free(types);
-    free(nodes);
+    while (depth > 0)
+        level_free(&stack[--depth]);
+    free(stack);
+    recap__ptrmap_free(&path);
     return !w->failed;
 }
 
 static void plan_free(plan_t *p)
 {
-    size_t i;
-
     if (p == NULL)
         return;
-    for (i = 0; i < p->n; i++) {
-        draws_free(&p->c[i].draws);
-        draws_free(&p->c[i].unordered);
-        free(p->c[i].sibs);
-    }
-    free(p->c);
+    units_free(p->units, p->nunits);
+    free(p->unit_of);
+    free(p->sorted);
+    free(p->kernels);
+    recap__order_free(&p->order);
     draws_free(&p->total);
     free(p);
 }
@@ -664,11 +883,16 @@ static recap_status_t plan_graph(CUgraph graph, CUgraphExec exec, plan_t **plan_
     memset(&w, 0, sizeof(w));
     w.drv = drv;
     w.top = graph;
-    if (!walk(&w, graph, 0, &plan->total, plan)) {
-        recap__log(RECAP_LOG_DEBUG, "graph %p: cannot walk it; using its capture record", graph);
+    if (!walk(&w, graph, &plan->total, plan)) {
         plan_free(plan);
+        if (w.nomem)
+            return recap__fail(RECAP_ERR_NO_MEMORY, "walking graph %p", (void *)graph);
+        recap__log(RECAP_LOG_DEBUG, "graph %p: cannot walk it; using its capture record", graph);
         return RECAP_OK;
     }
+    /* the cost of the walk, which tests read: linear in what it walked */
+    recap__log(RECAP_LOG_DEBUG, "graph %p: walked %zu graphs, %zu nodes, %zu edges in %zu steps",
+               (void *)graph, w.graphs, w.nodes, w.edges, w.steps + w.nodes);
     if (w.why[0] == '\0' && plan->total.n > 0 && exec != NULL && drv->cuGraphExecGetFlags != NULL) {
         cuuint64_t flags = 0;
         if (drv->cuGraphExecGetFlags(exec, &flags) == CUDA_SUCCESS &&
@@ -698,7 +922,7 @@ static recap_status_t install(CUgraphExec exec, plan_t *plan)
         st = rst;
     pthread_mutex_lock(&compose_lock);
     old = recap__ptrmap_del(&plans, exec);
-    if (plan->n > 0 || plan->refused[0] != '\0')
+    if (plan->nchildren > 0 || plan->refused[0] != '\0')
         recap__ptrmap_put(&plans, exec, plan, &failed);
     else
         failed = 1; /* nothing to keep */
@@ -762,15 +986,35 @@ recap_status_t recap_graph_exec_updated(recap_graph_exec_t exec, recap_graph_t g
 }
 RECAP__SINCE(recap_graph_exec_updated, "RECAP_1.5");
 
-/* Whether a child node not ordered with c draws from slot now (after its own updates). */
-static int sibling_draws(const plan_t *p, const child_t *c, uint64_t slot)
+/* Child c of plan p now draws `now`: every other part drawing from one of those generators must
+ * be ordered with it, by what each draws now (after its own updates). Two walks of the top
+ * level: what runs before c and what runs after it. 1 when one is not, -1 out of memory. */
+static int check_changed(plan_t *p, const unit_t *c, const draws_t *now)
 {
+    unsigned char *side = calloc_n(p->nunits, 1, 1); /* 1: runs before c, 2: after it */
+    int all_after = 0, unordered = 0;
     size_t i;
 
-    for (i = 0; i < c->nsibs; i++)
-        if (draws_has(&p->c[c->sibs[i]].draws, slot))
-            return 1;
-    return 0;
+    if (side == NULL)
+        return -1;
+    recap__order_mark(&p->order, c->node, 1);
+    for (i = 0; i < p->nunits; i++)
+        side[i] |= recap__order_marked(&p->order, p->units[i].node);
+    recap__order_mark(&p->order, c->node, 0);
+    for (i = 0; i < p->nunits; i++)
+        side[i] |= recap__order_marked(&p->order, p->units[i].node) << 1;
+    for (i = 0; i < p->nunits; i++) {
+        const unit_t *u = &p->units[i];
+
+        if (u == c || !draws_share(now, &u->draws))
+            continue;
+        if (u->kind == UNIT_ADVANCE && !(side[i] & 1) && !all_after)
+            all_after = before_all_kernels(&p->order, c->node, p->kernels, p->nkernels) ? 1 : -1;
+        if (u->kind == UNIT_CHILD ? side[i] == 0 : !(side[i] & 1) && all_after != 1)
+            unordered = 1;
+    }
+    free(side);
+    return unordered;
 }
 
 recap_status_t recap_graph_exec_child_updated(recap_graph_exec_t exec, recap_graph_node_t node,
@@ -778,11 +1022,13 @@ recap_status_t recap_graph_exec_child_updated(recap_graph_exec_t exec, recap_gra
 {
     const recap__driver_t *drv;
     draws_t now = {0};
-    recap__rng_record_t *rec;
-    recap_status_t st, rst;
-    child_t *c = NULL;
+    recap__rng_record_t *rec = NULL;
+    recap_status_t st, rst = RECAP_OK;
+    unit_t *c = NULL;
     plan_t *p;
     walk_t w;
+    long at = -1;
+    int unordered;
     size_t i;
 
     RECAP_CHECK_ARG(exec != NULL && node != NULL && child != NULL, "NULL exec, node or child");
@@ -795,35 +1041,36 @@ recap_status_t recap_graph_exec_child_updated(recap_graph_exec_t exec, recap_gra
     memset(&w, 0, sizeof(w));
     w.drv = drv;
     w.top = child;
-    if (!walk(&w, (CUgraph)child, 1, &now, NULL)) {
+    if (!walk(&w, (CUgraph)child, &now, NULL)) {
         draws_free(&now);
+        if (w.nomem)
+            return recap__fail(RECAP_ERR_NO_MEMORY, "walking graph %p", child);
         return recap__fail(RECAP_ERR_CUDA, "graph %p: cannot list its nodes", child);
     }
     pthread_mutex_lock(&compose_lock);
     p = recap__ptrmap_get(&plans, exec);
-    for (i = 0; p != NULL && i < p->n; i++)
-        if (p->c[i].node == (CUgraphNode)node)
-            c = &p->c[i];
+    if (p != NULL && p->sorted != NULL)
+        at = index_of(p->sorted, p->count, (CUgraphNode)node);
+    if (at >= 0 && p->unit_of[at] > 0 && p->units[p->unit_of[at] - 1].kind == UNIT_CHILD)
+        c = &p->units[p->unit_of[at] - 1];
     if (c == NULL && now.n > 0)
         refuse(&w, "exec %p: child graph node %p now runs graph %p, which draws random numbers, "
                "but recap did not see the node at instantiate: re-instantiate the exec",
                exec, node, child);
-    for (i = 0; c != NULL && i < now.n; i++)
-        if (draws_has(&c->unordered, now.d[i].slot) || sibling_draws(p, c, now.d[i].slot))
-            refuse(&w, "exec %p: child graph node %p now draws from a generator that another part "
-                   "of the graph, not ordered with it, also draws from: they would draw the same "
-                   "numbers", exec, node);
+    if (c != NULL && now.n > 0 && (unordered = check_changed(p, c, &now)) != 0)
+        refuse(&w, "exec %p: child graph node %p now draws from a generator that another part of "
+               "the graph, not ordered with it, also draws from: they would draw the same "
+               "numbers%s", exec, node, unordered < 0 ? " (or memory ran out checking it)" : "");
     if (c != NULL) { /* total = total - old + now */
         for (i = 0; i < c->draws.n; i++)
             draws_add(&p->total, c->draws.d[i].slot, (uint64_t)0 - c->draws.d[i].inc);
-        draws_merge(&p->total, &now);
+        if (!draws_merge(&p->total, &now))
+            rst = recap__fail(RECAP_ERR_NO_MEMORY, "graph RNG record");
         draws_free(&c->draws);
         c->draws = now;
-        now.d = NULL;
-        rec = record_of(&p->total, exec, &rst);
-    } else {
-        rec = NULL;
-        rst = RECAP_OK;
+        memset(&now, 0, sizeof(now));
+        if (rst == RECAP_OK)
+            rec = record_of(&p->total, exec, &rst);
     }
     if (w.why[0] != '\0' && p != NULL)
         snprintf(p->refused, sizeof(p->refused), "%s", w.why);

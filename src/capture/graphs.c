@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/alloc.h"
 #include "base/error.h"
 #include "base/nvtx.h"
 #include "base/log.h"
@@ -47,7 +48,7 @@ void recap__graphs_atfork(recap__atfork_t when)
 
 recap__rng_record_t *recap__record_new(int device, size_t n)
 {
-    recap__rng_record_t *r = calloc(1, sizeof(*r) + n * sizeof(r->e[0]));
+    recap__rng_record_t *r = recap__zalloc_flex(sizeof(*r), n, sizeof(r->e[0]));
 
     if (r == NULL)
         return NULL;
@@ -177,8 +178,10 @@ recap_status_t recap__exec_record_for(recap_graph_t graph, recap_graph_exec_t ex
     /* What the graph holds, child graphs included (compose.c); without the driver calls for
      * that, what its capture drew. */
     st = recap__compose_instantiated((CUgraph)graph, (CUgraphExec)exec, &walked);
-    if (!walked)
-        return recap__exec_record_from_graph(exec, graph);
+    if (!walked) { /* (a walk that ran out of memory fails the call; the capture's record stays) */
+        pst = recap__exec_record_from_graph(exec, graph);
+        return st != RECAP_OK ? st : pst;
+    }
     if ((r = map_get(&execs, exec)) != NULL) {
         recap__record_unref(r);
     } else if ((r = map_get(&graphs, graph)) != NULL) {

@@ -4,6 +4,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 
+#include "base/alloc.h"
 #include "base/error.h"
 #include "base/nvtx.h"
 #include "base/log.h"
@@ -78,7 +79,7 @@ static recap_status_t grow_pool(int device)
     if (st != RECAP_OK)
         return st;
     recap__driver_get(&drv);
-    nf = realloc(pool[device].free, (pool[device].cap + SLOTS_PER_SLAB) * sizeof(uint64_t));
+    nf = recap__realloc_n(pool[device].free, recap__count_add(pool[device].cap, SLOTS_PER_SLAB), sizeof(uint64_t));
     if (nf == NULL)
         return recap__fail(RECAP_ERR_NO_MEMORY, "slot pool");
     pool[device].free = nf;

@@ -7,6 +7,7 @@
 
 #include <stdlib.h>
 
+#include "base/alloc.h"
 #include "base/error.h"
 #include "plain/plain.h"
 
@@ -61,7 +62,7 @@ static int keep(struct recap_plain_engine *h, void *data, size_t bytes)
     struct recap__kept *k;
 
     if (h->nkept == h->kept_cap) {
-        k = realloc(h->kept, (h->kept_cap ? 2 * h->kept_cap : 16) * sizeof(*k));
+        k = recap__realloc_n(h->kept, h->kept_cap ? recap__count_add(h->kept_cap, h->kept_cap) : 16, sizeof(*k));
         if (k == NULL)
             return 0;
         h->kept = k;

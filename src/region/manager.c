@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/alloc.h"
 #include "base/error.h"
 #include "base/handle.h"
 #include "region/region.h"
@@ -85,7 +86,7 @@ recap_status_t recap__manager_add(recap_manager_h m, recap_region_h r)
     if (st != RECAP_OK)
         return st;
     if (m->n == m->cap) {
-        grown = realloc(m->regions, (m->cap ? 2 * m->cap : 8) * sizeof(*grown));
+        grown = recap__realloc_n(m->regions, m->cap ? recap__count_add(m->cap, m->cap) : 8, sizeof(*grown));
         if (grown == NULL)
             return recap__fail(RECAP_ERR_NO_MEMORY, "manager's region list");
         m->regions = grown;

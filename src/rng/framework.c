@@ -32,9 +32,11 @@ struct recap__fw {
 static pthread_mutex_t registry_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct recap__fw *registry;
 /* For RECAP_REPORT, written at exit when a framework may have destroyed its generators: how many
- * were created in the process, and the distinct names of the first few. */
+ * were created in the process, and the distinct names of the first few, as given (any bytes:
+ * the report escapes them), each ended by a NUL. */
 static uint64_t created;
 static char seen_names[160];
+static size_t seen_len;
 
 /* Depth of framework operations the calling thread is inside (see recap__fw_in_op). */
 __thread int recap__fw_depth __attribute__((tls_model("initial-exec")));
@@ -255,23 +257,23 @@ static recap_status_t check_ops(const recap_framework_ops_t *o)
 /* Under registry_lock. Names that do not fit whole are left out. */
 static void remember_name(const char *name)
 {
-    size_t used = strlen(seen_names), len = strlen(name);
-    const char *p;
+    size_t len = strlen(name), at;
 
-    for (p = strstr(seen_names, name); p != NULL; p = strstr(p + 1, name))
-        if ((p == seen_names || p[-1] == ',') && (p[len] == ',' || p[len] == '\0'))
+    for (at = 0; at < seen_len; at += strlen(seen_names + at) + 1)
+        if (strcmp(seen_names + at, name) == 0)
             return;
-    if (strchr(name, '"') != NULL || strchr(name, '\\') != NULL ||
-        used + len + 2 > sizeof(seen_names))
+    if (len + 1 > sizeof(seen_names) - seen_len)
         return;
-    snprintf(seen_names + used, sizeof(seen_names) - used, "%s%s", used ? "," : "", name);
+    memcpy(seen_names + seen_len, name, len + 1);
+    seen_len += len + 1;
 }
 
-void recap__fw_seen(uint64_t *created_p, char *names, size_t cap)
+void recap__fw_seen(uint64_t *created_p, char *names, size_t cap, size_t *len_p)
 {
     pthread_mutex_lock(&registry_lock);
     *created_p = created;
-    snprintf(names, cap, "%s", seen_names);
+    *len_p = seen_len < cap ? seen_len : 0;
+    memcpy(names, seen_names, *len_p);
     pthread_mutex_unlock(&registry_lock);
 }
 

@@ -133,9 +133,9 @@ typedef struct recap__fw_value {
 recap_status_t recap__fw_save_all(recap__fw_value_t *v, size_t cap, size_t *count_p);
 /* Writes back the values of those still alive; the first failure is returned. */
 recap_status_t recap__fw_restore_all(const recap__fw_value_t *v, size_t n);
-/* Framework generators created in this process and their distinct names (comma-separated), for
- * RECAP_REPORT. */
-void recap__fw_seen(uint64_t *created_p, char *names, size_t cap);
+/* Framework generators created in this process and their distinct names, for RECAP_REPORT: each
+ * name ended by a NUL, *len_p bytes in all (0 when they do not fit cap). */
+void recap__fw_seen(uint64_t *created_p, char *names, size_t cap, size_t *len_p);
 void recap__fw_destroy(recap_generator_h gen);
 
 /* Whether the calling thread is inside a framework operation recap called: recap's tracker,

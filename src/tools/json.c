@@ -1,26 +1,25 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-#include <stdio.h>
+#include "config.h"
 
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/json.h"
 #include "tools/json.h"
 
 void json_string(const char *s)
 {
-    putchar('"');
-    for (; *s != '\0'; s++) {
-        unsigned char c = (unsigned char)*s;
+    size_t len = strlen(s), need = recap__json_quote(NULL, 0, s, len);
+    char *buf = malloc(need + 1);
 
-        if (c == '"' || c == '\\')
-            printf("\\%c", c);
-        else if (c == '\n')
-            fputs("\\n", stdout);
-        else if (c == '\t')
-            fputs("\\t", stdout);
-        else if (c < 0x20)
-            printf("\\u%04x", c);
-        else
-            putchar(c);
+    if (buf == NULL) { /* (nothing better to print than an empty string) */
+        fputs("\"\"", stdout);
+        return;
     }
-    putchar('"');
+    recap__json_quote(buf, need + 1, s, len);
+    fputs(buf, stdout);
+    free(buf);
 }
 
 void json_string_or_null(const char *s)

@@ -22,6 +22,7 @@
 #include "hooks/report.h"
 #include "recap.h"
 #include "tools/facts.h"
+#include "base/json.h"
 #include "tools/json.h"
 #include "tools/manual.h"
 
@@ -66,14 +67,17 @@ static void manual(man_format_t format)
              "(COLUMNS, else the tty's); written to a file or a pipe they do not wrap.");
     man_para(&m, "With --run, runs COMMAND with recap preloaded (LD_PRELOAD=the librecap.so this "
              "tool uses, before any LD_PRELOAD already set) and RECAP_REPORT=a temporary file, "
-             "waits for it, and prints what recap saw in it by its exit: the interception front "
+             "waits for it (as long as it runs: bound it with timeout(1) if need be), and "
+             "prints what recap saw in it by its exit: the interception front "
              "end, captures, graphs drawing random numbers, their launches, launches that "
              "rewrote device slots, generator states primed and RNG records still live. The "
              "command's own output goes where it would; recap-probe's comes after it (with "
              "--json, as the last line). Every process that loads librecap adds its report at its "
              "exit: for a command that starts others the counts are summed over them "
              "(\"processes\" says how many reported) and other values are the last one's to "
-             "exit; the fields that name one process (time, host, pid, rank) are left out.");
+             "exit; the fields that name one process (time, host, pid, rank) are left out. Every "
+             "string is printed as valid UTF-8 JSON, whatever bytes the report or a RECAP_* "
+             "value holds (invalid UTF-8 becomes U+FFFD).");
     man_section(&m, "OPTIONS");
     man_item(&m, "--check NAME", "Run only this check; repeat, or give NAME,NAME..., for more "
              "(default: all).");
@@ -96,7 +100,9 @@ static void manual(man_format_t format)
              "process id).");
     man_item(&m, "RECAP_LOG_TIME", "1: each log line starts with the UTC time.");
     man_item(&m, "RECAP_PROBE_PYTHON_TIMEOUT", "Seconds to wait for python3 to report its and "
-             "torch's versions (default 10; 0: do not ask).");
+             "torch's versions (default 10; 0: do not ask). The bound is on the whole run: a "
+             "python3 that closes its output and runs on, or leaves a process holding it, is "
+             "killed at the limit, with everything it started (its process group).");
     man_item(&m, "COLUMNS", "The width the table and this manual wrap to.");
     man_item(&m, "RECAP_PROBE_FAIL", "Test only: checks to fail on purpose, comma-separated "
              "(philox: flips a bit of one host-fill word).");
@@ -219,7 +225,7 @@ static int run_checks(const char *only, int json, int strict)
 /* The report the library writes at exit: one flat JSON object, kept as raw key/value text. */
 typedef struct {
     char key[MAX_FIELDS][64];
-    char value[MAX_FIELDS][256];
+    char value[MAX_FIELDS][1024];
     int n;
 } report_t;
 
@@ -230,27 +236,152 @@ static const char *skip_ws(const char *p)
     return p;
 }
 
-/* Copies one JSON scalar (string with its quotes, number, true, false, null) as raw text;
- * returns the position after it, or NULL when it is not one or does not fit. */
+static int hex4(const char *p, unsigned *v)
+{
+    int i;
+
+    *v = 0;
+    for (i = 0; i < 4; i++) {
+        char c = p[i];
+        unsigned d = c >= '0' && c <= '9' ? (unsigned)(c - '0')
+                     : c >= 'a' && c <= 'f' ? (unsigned)(c - 'a' + 10)
+                     : c >= 'A' && c <= 'F' ? (unsigned)(c - 'A' + 10) : 16;
+        if (d == 16)
+            return 0;
+        *v = *v << 4 | d;
+    }
+    return 1;
+}
+
+/* Appends code point cp as UTF-8 (U+FFFD for a lone surrogate) to out[*n]. */
+static void put_utf8(char *out, size_t *n, unsigned cp)
+{
+    if (cp >= 0xD800 && cp <= 0xDFFF)
+        cp = 0xFFFD;
+    if (cp < 0x80) {
+        out[(*n)++] = (char)cp;
+    } else if (cp < 0x800) {
+        out[(*n)++] = (char)(0xC0 | cp >> 6);
+        out[(*n)++] = (char)(0x80 | (cp & 0x3F));
+    } else if (cp < 0x10000) {
+        out[(*n)++] = (char)(0xE0 | cp >> 12);
+        out[(*n)++] = (char)(0x80 | ((cp >> 6) & 0x3F));
+        out[(*n)++] = (char)(0x80 | (cp & 0x3F));
+    } else {
+        out[(*n)++] = (char)(0xF0 | cp >> 18);
+        out[(*n)++] = (char)(0x80 | ((cp >> 12) & 0x3F));
+        out[(*n)++] = (char)(0x80 | ((cp >> 6) & 0x3F));
+        out[(*n)++] = (char)(0x80 | (cp & 0x3F));
+    }
+}
+
+/* A JSON string at p (its opening quote), decoded, then written again as recap writes strings
+ * (src/base/json.h): whatever bytes a report holds (another library's, a damaged file), what
+ * this tool prints is valid UTF-8 JSON. Returns the position after it, or NULL. */
+static const char *string_value(const char *p, char *dst, size_t cap)
+{
+    char raw[1024];
+    size_t n = 0;
+
+    for (p++; *p != '"'; p++) {
+        unsigned cp, lo;
+
+        if (*p == '\0' || (unsigned char)*p < 0x20 || n + 4 > sizeof(raw))
+            return NULL;
+        if (*p != '\\') {
+            raw[n++] = *p;
+            continue;
+        }
+        switch (*++p) {
+        case '"': case '\\': case '/': raw[n++] = *p; break;
+        case 'b': raw[n++] = '\b'; break;
+        case 'f': raw[n++] = '\f'; break;
+        case 'n': raw[n++] = '\n'; break;
+        case 'r': raw[n++] = '\r'; break;
+        case 't': raw[n++] = '\t'; break;
+        case 'u':
+            if (!hex4(p + 1, &cp))
+                return NULL;
+            p += 4;
+            if (cp >= 0xD800 && cp <= 0xDBFF && p[1] == '\\' && p[2] == 'u' && hex4(p + 3, &lo) &&
+                lo >= 0xDC00 && lo <= 0xDFFF) {
+                cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
+                p += 6;
+            }
+            put_utf8(raw, &n, cp);
+            break;
+        default:
+            return NULL;
+        }
+    }
+    return recap__json_quote(dst, cap, raw, n) < cap ? p + 1 : NULL;
+}
+
+/* The end of the JSON number at p (RFC 8259's grammar), or NULL. */
+static const char *number_end(const char *p)
+{
+    size_t d;
+
+    p += *p == '-';
+    if (*p == '0')
+        p++;
+    else if ((d = strspn(p, "0123456789")) > 0)
+        p += d;
+    else
+        return NULL;
+    if (*p == '.') {
+        if ((d = strspn(p + 1, "0123456789")) == 0)
+            return NULL;
+        p += 1 + d;
+    }
+    if (*p == 'e' || *p == 'E') {
+        p += 1 + (p[1] == '+' || p[1] == '-');
+        if ((d = strspn(p, "0123456789")) == 0)
+            return NULL;
+        p += d;
+    }
+    return p;
+}
+
+/* Copies one JSON scalar (a string, number, true, false, null) or an array of them as JSON text
+ * (strings written again: string_value); returns the position after it, or NULL when it is not
+ * one or does not fit. */
 static const char *scalar(const char *p, char *dst, size_t cap)
 {
     const char *start = p;
     size_t len;
 
-    if (*p == '"') {
-        for (p++; *p != '"'; p++)
-            if (*p == '\0' || (unsigned char)*p < 0x20 || (*p == '\\' && *++p == '\0'))
+    if (*p == '"')
+        return string_value(p, dst, cap);
+    if (*p == '[') {
+        size_t off = 1;
+
+        if (cap < 3)
+            return NULL;
+        dst[0] = '[';
+        p = skip_ws(p + 1);
+        while (*p != ']') {
+            if (off > 1) {
+                if (*p++ != ',')
+                    return NULL;
+                p = skip_ws(p);
+                dst[off++] = ',';
+            }
+            if (*p == '[' || off + 2 >= cap || (p = scalar(p, dst + off, cap - off - 1)) == NULL)
                 return NULL;
-        p++;
-    } else if (strncmp(p, "true", 4) == 0 || strncmp(p, "null", 4) == 0) {
+            off += strlen(dst + off);
+            p = skip_ws(p);
+        }
+        dst[off++] = ']';
+        dst[off] = '\0';
+        return p + 1;
+    }
+    if (strncmp(p, "true", 4) == 0 || strncmp(p, "null", 4) == 0) {
         p += 4;
     } else if (strncmp(p, "false", 5) == 0) {
         p += 5;
-    } else {
-        p += *p == '-';
-        if (*p < '0' || *p > '9')
-            return NULL;
-        p += strspn(p, "0123456789.eE+-");
+    } else if ((p = number_end(p)) == NULL) {
+        return NULL;
     }
     len = (size_t)(p - start);
     if (len >= cap)
@@ -274,7 +405,7 @@ static int parse_report(const char *text, report_t *r)
         if (r->n == MAX_FIELDS || *p != '"' || (p = scalar(p, r->key[r->n], 64)) == NULL)
             return -1;
         p = skip_ws(p);
-        if (*p++ != ':' || (p = scalar(skip_ws(p), r->value[r->n], 256)) == NULL)
+        if (*p++ != ':' || (p = scalar(skip_ws(p), r->value[r->n], sizeof(r->value[0]))) == NULL)
             return -1;
         r->n++;
         p = skip_ws(p);
@@ -320,6 +451,19 @@ static char **child_env(const char *lib, const char *report)
         asprintf(&env[k++], "RECAP_REPORT=%s", report) < 0)
         return NULL;
     return env;
+}
+
+static void free_child_env(char **env)
+{
+    size_t n = 0;
+
+    while (env[n] != NULL)
+        n++;
+    if (n >= 2) { /* the two child_env made come last; the others are environ's */
+        free(env[n - 1]);
+        free(env[n - 2]);
+    }
+    free(env);
 }
 
 /* Runs argv with env and waits, as system() does: the tool ignores ^C and ^\ meanwhile so the
@@ -565,6 +709,7 @@ static int run_command(char **argv, int json)
     }
     close(fd);
     wstatus = run_and_wait(argv, env);
+    free_child_env(env);
     if (wstatus == -1)
         code = EXIT_FAILURE;
     else if (WIFSIGNALED(wstatus))

@@ -50,6 +50,7 @@ static pid_t start(int *out_fd)
         fflush(NULL);
         pid = fork();
         if (pid == 0) {
+            setpgid(0, 0); /* its own group: what it starts is killed with it */
             dup2(null, STDIN_FILENO);
             dup2(fds[1], STDOUT_FILENO);
             dup2(null, STDERR_FILENO);
@@ -57,6 +58,8 @@ static pid_t start(int *out_fd)
             _exit(127);
         }
         close(fds[1]);
+        if (pid > 0)
+            setpgid(pid, pid); /* (also here: whichever runs first) */
         if (pid > 0)
             *out_fd = fds[0];
         else
@@ -75,17 +78,16 @@ static long ms_since(const struct timespec *t0)
     return (t.tv_sec - t0->tv_sec) * 1000 + (t.tv_nsec - t0->tv_nsec) / 1000000;
 }
 
-/* What python printed before it ended or the time ran out; 1 when it ended in time. */
-static int collect(int fd, char *buf, size_t cap, int timeout_s)
+/* What python printed before its output ended or the time (from t0) ran out; 1 when its output
+ * ended in time. */
+static int collect(int fd, char *buf, size_t cap, int timeout_s, const struct timespec *t0)
 {
-    struct timespec t0;
     struct pollfd pfd = {.fd = fd, .events = POLLIN};
     size_t len = 0;
     ssize_t got = 1;
 
-    clock_gettime(CLOCK_MONOTONIC, &t0);
     while (got != 0) {
-        long left = timeout_s * 1000L - ms_since(&t0);
+        long left = timeout_s * 1000L - ms_since(t0);
         int rc = left > 0 ? poll(&pfd, 1, (int)left) : 0;
 
         if (rc < 0 && errno == EINTR)
@@ -115,10 +117,27 @@ static void field(const char *text, const char *key, char *dst, size_t cap)
         }
 }
 
+/* Waits for pid until the time (from t0) runs out; 1 when it exited. A python3 that closed its
+ * output and keeps running (or never ends) costs the time limit, no more. */
+static int reap(pid_t pid, int *ws, int timeout_s, const struct timespec *t0)
+{
+    for (;;) {
+        pid_t got = waitpid(pid, ws, WNOHANG);
+        struct timespec pause = {0, 5 * 1000 * 1000};
+
+        if (got == pid || (got < 0 && errno != EINTR))
+            return got == pid;
+        if (ms_since(t0) >= timeout_s * 1000L)
+            return 0;
+        nanosleep(&pause, NULL);
+    }
+}
+
 void python_probe(probe_python_t *p, int timeout_s)
 {
+    struct timespec t0;
     char out[1024];
-    int fd, ended, ws = 0;
+    int fd, ended, exited, ws = 0;
     pid_t pid;
 
     memset(p, 0, sizeof(*p));
@@ -131,18 +150,25 @@ void python_probe(probe_python_t *p, int timeout_s)
         snprintf(p->why, sizeof(p->why), "cannot start python3: %s", strerror(errno));
         return;
     }
-    ended = collect(fd, out, sizeof(out), timeout_s);
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    ended = collect(fd, out, sizeof(out), timeout_s, &t0);
     close(fd);
-    if (!ended)
+    exited = ended && reap(pid, &ws, timeout_s, &t0);
+    /* the group, so nothing it started outlives the probe; then the child, killed if need be */
+    kill(-pid, SIGKILL);
+    if (!exited) {
         kill(pid, SIGKILL);
-    while (waitpid(pid, &ws, 0) < 0 && errno == EINTR)
-        ;
+        while (waitpid(pid, &ws, 0) < 0 && errno == EINTR)
+            ;
+    }
     field(out, "python", p->version, sizeof(p->version));
     field(out, "torch", p->torch, sizeof(p->torch));
     field(out, "torch_cuda", p->torch_cuda, sizeof(p->torch_cuda));
     p->ran = p->version[0] != '\0';
     if (!ended)
         snprintf(p->why, sizeof(p->why), "python3 did not answer within %d s", timeout_s);
+    else if (!exited)
+        snprintf(p->why, sizeof(p->why), "python3 did not exit within %d s", timeout_s);
     else if (!p->ran)
         snprintf(p->why, sizeof(p->why), "%s", WIFEXITED(ws) && WEXITSTATUS(ws) == 127
                                                     ? "no python3 on PATH" : "python3 failed");

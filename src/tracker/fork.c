@@ -8,13 +8,14 @@
 
 #include <stdlib.h>
 
+#include "base/alloc.h"
 #include "base/error.h"
 #include "base/handle.h"
 #include "tracker/tracker.h"
 
 static recap_status_t grow_frames(recap_tracker_h t)
 {
-    recap__frame_t *f = realloc(t->frames, 2 * t->frames_cap * sizeof(*f));
+    recap__frame_t *f = recap__realloc_n(t->frames, recap__count_add(t->frames_cap, t->frames_cap), sizeof(*f));
 
     if (f == NULL)
         return RECAP_ERR_NO_MEMORY;

@@ -5,6 +5,7 @@
 
 #include <stdlib.h>
 
+#include "base/alloc.h"
 #include "base/error.h"
 #include "tracker/tracker.h"
 
@@ -53,12 +54,12 @@ recap_status_t recap__map_prepare(recap_tracker_h t, const recap__entry_t *e, si
     m->n = 0;
     m->cap = n;
     m->slots = NULL;
-    m->writes = malloc((n + 2) * sizeof(*m->writes));
+    m->writes = recap__alloc_n(recap__count_add(n, 2), sizeof(*m->writes));
     if (m->writes == NULL)
         return recap__fail(RECAP_ERR_NO_MEMORY, "tracker states");
     if (n == 0)
         return RECAP_OK;
-    m->slots = malloc(n * sizeof(*m->slots));
+    m->slots = recap__alloc_n(n, sizeof(*m->slots));
     if (m->slots == NULL) {
         recap__map_free(m);
         return recap__fail(RECAP_ERR_NO_MEMORY, "tracker states");

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/alloc.h"
 #include "base/error.h"
 #include "base/symver.h"
 #include "capture/capture.h"
@@ -127,7 +128,7 @@ static recap_status_t save_frameworks(recap_exact_scope_h s)
         if (st != RECAP_OK)
             return st;
         free(s->fw);
-        s->fw = malloc((cap ? cap : 1) * sizeof(*s->fw));
+        s->fw = recap__alloc_n(cap ? cap : 1, sizeof(*s->fw));
         if (s->fw == NULL)
             return recap__fail(RECAP_ERR_NO_MEMORY, "exact-capture scope");
         st = recap__fw_save_all(s->fw, cap, &n);

@@ -25,6 +25,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/alloc.h"
 #include "base/error.h"
 #include "base/handle.h"
 #include "tracker/tracker.h"
@@ -204,7 +205,7 @@ static recap_status_t check_unique(const recap__entry_t *e, size_t n)
 
     if (n < 2)
         return RECAP_OK;
-    v = malloc(n * sizeof(*v));
+    v = recap__alloc_n(n, sizeof(*v));
     if (v == NULL)
         return recap__fail(RECAP_ERR_NO_MEMORY, "snapshot names");
     for (i = 0; i < n; i++)
@@ -244,7 +245,7 @@ recap_status_t recap_snapshot_deserialize(const void *buf, size_t len, recap_sna
     if (st != RECAP_OK)
         return st;
     h.cap = h.n > RECAP__INITIAL_CAP ? h.n : RECAP__INITIAL_CAP;
-    h.e = malloc(h.cap * sizeof(*h.e));
+    h.e = recap__alloc_n(h.cap, sizeof(*h.e));
     if (h.e == NULL)
         return recap__fail(RECAP_ERR_NO_MEMORY, "snapshot of %zu states", h.n);
     st = read_entries(buf, len, h.e, h.n);

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/alloc.h"
 #include "base/error.h"
 #include "base/handle.h"
 #include "tracker/tracker.h"
@@ -50,7 +51,7 @@ static recap_status_t snap_reserve(recap_snapshot_h s, size_t n)
 
     if (n < RECAP__INITIAL_CAP)
         n = RECAP__INITIAL_CAP;
-    e = realloc(s->e, n * sizeof(*e));
+    e = recap__realloc_n(s->e, n, sizeof(*e));
     if (e == NULL)
         return recap__fail(RECAP_ERR_NO_MEMORY, "snapshot of %zu states", n);
     s->e = e;
@@ -183,7 +184,7 @@ static recap_status_t check_fork(recap_tracker_h t, const struct recap_snapshot 
  * go first, all or nothing, then the tracker's own slots. */
 static recap_status_t write_values_framework(recap_tracker_h t, const struct recap_snapshot *s)
 {
-    recap__write_t *w = malloc((s->n + 2) * sizeof(*w));
+    recap__write_t *w = recap__alloc_n(recap__count_add(s->n, 2), sizeof(*w));
     recap_status_t st;
     size_t i, k = 0;
 

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/alloc.h"
 #include "base/error.h"
 #include "base/symver.h"
 #include "base/handle.h"
@@ -16,7 +17,7 @@ static recap_states_h states_alloc(size_t n)
 
     if (s == NULL)
         return NULL;
-    s->e = n ? malloc(n * sizeof(*s->e)) : NULL;
+    s->e = n ? recap__alloc_n(n, sizeof(*s->e)) : NULL;
     if ((n && s->e == NULL) || recap__handle_register(s, RECAP_MAGIC_STATES) != RECAP_OK) {
         free(s->e);
         free(s);
@@ -147,7 +148,7 @@ recap_status_t recap_states_put(recap_states_h states, const char *name,
         if (states->e[i].len == len && memcmp(states->e[i].name, name, len) == 0)
             break;
     if (i == states->n) {
-        e = realloc(states->e, (states->n + 1) * sizeof(*e));
+        e = recap__realloc_n(states->e, recap__count_add(states->n, 1), sizeof(*e));
         if (e == NULL)
             return recap__fail(RECAP_ERR_NO_MEMORY, "states object");
         states->e = e;

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/alloc.h"
 #include "base/error.h"
 #include "base/handle.h"
 #include "tracker/tracker.h"
@@ -81,8 +82,8 @@ static recap_status_t tracker_alloc(const recap_tracker_params_t *p, recap_track
 
     if (t == NULL)
         return recap__fail(RECAP_ERR_NO_MEMORY, "tracker");
-    t->seeds = malloc(RECAP__INITIAL_CAP * sizeof(*t->seeds));
-    t->frames = malloc(RECAP__INITIAL_CAP * sizeof(*t->frames));
+    t->seeds = recap__alloc_n(RECAP__INITIAL_CAP, sizeof(*t->seeds));
+    t->frames = recap__alloc_n(RECAP__INITIAL_CAP, sizeof(*t->frames));
     if (t->seeds == NULL || t->frames == NULL) {
         free(t->seeds);
         free(t->frames);
@@ -273,14 +274,14 @@ static recap_status_t reserve_one(recap_tracker_h t)
 {
     if (t->nslots == t->slots_cap) {
         size_t cap = t->slots_cap ? 2 * t->slots_cap : RECAP__INITIAL_CAP;
-        recap__slot_t **s = realloc(t->slots, cap * sizeof(*s));
+        recap__slot_t **s = recap__realloc_n(t->slots, cap, sizeof(*s));
         if (s == NULL)
             return recap__fail(RECAP_ERR_NO_MEMORY, "tracker states");
         t->slots = s;
         t->slots_cap = cap;
     }
     if (t->nseeds == t->seeds_cap) {
-        uint64_t *s = realloc(t->seeds, 2 * t->seeds_cap * sizeof(*s));
+        uint64_t *s = recap__realloc_n(t->seeds, recap__count_add(t->seeds_cap, t->seeds_cap), sizeof(*s));
         if (s == NULL)
             return recap__fail(RECAP_ERR_NO_MEMORY, "tracker seeds");
         t->seeds = s;

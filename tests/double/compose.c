@@ -51,9 +51,10 @@ CUresult double_graph_copy_edges_locked(double_graph_t *g, const double_graph_t 
     return CUDA_SUCCESS;
 }
 
+/* (from the newest node back: dependencies are mostly on recent nodes) */
 static long index_locked(const double_graph_t *g, CUgraphNode node)
 {
-    for (size_t i = 0; i < g->n; i++)
+    for (size_t i = g->n; i-- > 0;)
         if ((CUgraphNode)g->ops[i] == node)
             return (long)i;
     return -1;

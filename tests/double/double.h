@@ -114,7 +114,7 @@ typedef struct double_graph {
     int capturing; /* owned by a capture in progress */
     int embedded;  /* a child graph node's or conditional node's own graph */
     size_t *efrom, *eto, ne, ecap; /* edges, as node indices */
-    struct double_graph *next;
+    struct double_graph *next, **prevp; /* prevp: where the list points at it (freed in O(1)) */
 } double_graph_t;
 
 typedef struct double_exec {

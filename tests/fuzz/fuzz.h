@@ -25,7 +25,8 @@
  * The harness's files: fuzz_api.c (one input: setup, the operation table, teardown),
  * input.c (reading the input, checking each call, the objects it created), and the operations
  * by topic: ops_generator.c, ops_tracker.c, ops_snapshot.c, ops_graph.c, ops_region.c,
- * ops_nccl.c, ops_probe.c, ops_rng.c. RECAP_FUZZ_TRACE=1 prints each call and its status.
+ * ops_nccl.c, ops_probe.c, ops_rng.c, ops_output.c (hostile names and sinks).
+ * RECAP_FUZZ_TRACE=1 prints each call and its status.
  */
 #ifndef RECAP_TESTS_FUZZ_FUZZ_H
 #define RECAP_TESTS_FUZZ_FUZZ_H
@@ -127,6 +128,8 @@ void op_convert(input_t *in);
 void op_snapshot(input_t *in);
 void op_capture(input_t *in);
 void op_graph(input_t *in);
+void op_nest(input_t *in);
+void op_output(input_t *in);
 void op_signature(input_t *in);
 void op_misc(input_t *in);
 

@@ -96,7 +96,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         op_capture,         op_graph,          op_signature,       op_misc,
         op_plain,           op_region,         op_manager,         op_checkpoint,
         op_region,          op_checkpoint,     op_nccl,            op_probe,
-        op_rng_check,
+        op_rng_check,       op_nest,           op_output,
     };
     input_t in = {data, size};
     recap_capture_stats_t before, after;

@@ -1,5 +1,10 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* Operations on captures, graphs and executables; signatures; the rest. */
+#include <dlfcn.h>
+#include <limits.h>
+
+#include <cuda.h>
+
 #include "tests/fuzz/fuzz.h"
 
 static int stream_slot(input_t *in)
@@ -155,4 +160,95 @@ void op_misc(input_t *in)
         }
         break;
     }
+}
+
+/* The driver calls recap does not make (building parents), from the driver recap uses. */
+static struct {
+    CUresult (*graph_create)(CUgraph *, unsigned);
+    CUresult (*add_child)(CUgraphNode *, CUgraph, const CUgraphNode *, size_t, CUgraph);
+    int tried;
+} drv;
+
+static int driver_ready(void)
+{
+    if (!drv.tried) {
+        const char *path = getenv("RECAP_CUDA_DRIVER");
+        void *lib = dlopen(path != NULL && *path ? path : "libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+
+        drv.tried = 1;
+        if (lib != NULL) {
+            *(void **)&drv.graph_create = dlsym(lib, "cuGraphCreate");
+            *(void **)&drv.add_child = dlsym(lib, "cuGraphAddChildGraphNode");
+        }
+    }
+    return drv.graph_create != NULL && drv.add_child != NULL;
+}
+
+/* Graph g wrapped in `depth` parents (recap_graph_destroy frees it, and the copies in it). */
+static recap_graph_t nest(recap_graph_t g, int depth)
+{
+    CUgraph cur = (CUgraph)g, p;
+    CUgraphNode node;
+    int i;
+
+    for (i = 0; i < depth; i++) {
+        REQUIRE(drv.graph_create(&p, 0) == CUDA_SUCCESS);
+        REQUIRE(drv.add_child(&node, p, NULL, 0, cur) == CUDA_SUCCESS);
+        if (cur != (CUgraph)g)
+            REQUIRE(CALL(recap_graph_destroy((recap_graph_t)cur)) == RECAP_OK);
+        cur = p;
+    }
+    return (recap_graph_t)cur;
+}
+
+static void offsets(uint64_t *off)
+{
+    int i;
+
+    for (i = 0; i < NGEN; i++)
+        if (w.gen[i].h == NULL || CALL(recap_generator_offset(w.gen[i].h, &off[i])) != RECAP_OK)
+            off[i] = 0;
+}
+
+/* Nesting depth and counts that become sizes: a graph at any depth (up to 300 levels) launches
+ * exactly as the graph itself does, or is refused with a message; a conditional node's body count
+ * of any value is recorded or refused (never a wrapped size). */
+void op_nest(input_t *in)
+{
+    int gi = pick(in, NGRAPH), s = stream_slot(in), depth = 1 + (int)(num(in) % 300);
+    recap_graph_exec_t e1 = NULL, e2 = NULL;
+    uint64_t o0[NGEN], o1[NGEN], o2[NGEN];
+    recap_graph_t nested;
+    int i;
+
+    if (!w.have_device || !driver_ready() || w.graph[gi] == NULL)
+        return;
+    if (u8(in) % 4 == 0) { /* a body count of any size */
+        recap_graph_t bodies[2] = {w.graph[gi], NULL};
+        size_t count = (size_t)num(in) << (u8(in) % 64);
+        recap_status_t st = CALL(recap_graph_conditional_added(w.graph[gi],
+                                                               (recap_graph_node_t)bodies, bodies,
+                                                               count > UINT_MAX ? count : count % 3));
+
+        REQUIRE(count > UINT_MAX ? st == RECAP_ERR_INVALID_ARG : st == RECAP_OK);
+        return;
+    }
+    nested = nest(w.graph[gi], depth);
+    if (s >= 0 && !w.capturing[s] && CALL(recap_graph_instantiate(w.graph[gi], &e1)) == RECAP_OK) {
+        recap_status_t st = CALL(recap_graph_instantiate(nested, &e2));
+
+        REQUIRE(st == RECAP_OK || st == RECAP_ERR_UNSUPPORTED);
+        offsets(o0);
+        if (st == RECAP_OK && CALL(recap_graph_launch(e1, w.stream[s])) == RECAP_OK) {
+            offsets(o1);
+            REQUIRE(CALL(recap_graph_launch(e2, w.stream[s])) == RECAP_OK);
+            offsets(o2);
+            for (i = 0; i < NGEN; i++) /* the nested launch drew what the graph's own did */
+                REQUIRE(o2[i] - o1[i] == o1[i] - o0[i]);
+        }
+        if (e2 != NULL)
+            REQUIRE(CALL(recap_graph_exec_destroy(e2)) == RECAP_OK);
+        REQUIRE(CALL(recap_graph_exec_destroy(e1)) == RECAP_OK);
+    }
+    REQUIRE(CALL(recap_graph_destroy(nested)) == RECAP_OK);
 }

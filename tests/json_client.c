@@ -1,0 +1,106 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * For tests/test_json.c (through tests/json_check.py): what recap writes as JSON from bytes.
+ *   json_client quote SEED N   N random byte strings, one line each: their hex, a tab, and
+ *                              recap's JSON string of them (src/base/json.c)
+ *   json_client names HEX...   creates a framework generator named by each HEX's bytes, destroys
+ *                              it, exits: the RECAP_REPORT line (when set) lists the names
+ */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/json.h"
+#include "recap.h"
+#include "tests/value_framework.h"
+
+static uint64_t rng;
+
+static uint64_t next(void)
+{
+    rng ^= rng << 13;
+    rng ^= rng >> 7;
+    rng ^= rng << 17;
+    return rng;
+}
+
+/* Bytes that matter most often: controls, quotes, backslashes, bytes past 0x7f, valid sequences
+ * of every length, sequences cut short, surrogates, overlong forms. */
+static size_t random_bytes(unsigned char *b, size_t cap)
+{
+    static const char *const pieces[] = {"\n", "\r", "\t", "\"", "\\", "\x01", "\x1f", "\x7f",
+                                         "\xc3\xa9", "\xe2\x82\xac", "\xf0\x9f\x98\x80", "\xc3",
+                                         "\xe2\x82", "\xf0\x9f\x98", "\xed\xa0\x80", "\xc0\xaf",
+                                         "\xe0\x80\xaf", "\xf4\x90\x80\x80", "\xf8", "\xff", ",",
+                                         "a", "/", "\xef\xbf\xbd"};
+    size_t n = 0, want = next() % 24;
+
+    while (n < want) {
+        if (next() % 3 == 0) {
+            b[n++] = (unsigned char)next(); /* any byte, NUL included */
+        } else {
+            const char *p = pieces[next() % (sizeof(pieces) / sizeof(pieces[0]))];
+            size_t len = strlen(p);
+            if (n + len > cap)
+                break;
+            memcpy(b + n, p, len);
+            n += len;
+        }
+    }
+    return n;
+}
+
+static int quote(uint64_t seed, long count)
+{
+    unsigned char b[64];
+    char out[512];
+    long k;
+
+    rng = seed | 1;
+    for (k = 0; k < count; k++) {
+        size_t n = random_bytes(b, sizeof(b)), i, len = recap__json_quote(out, sizeof(out),
+                                                                          (const char *)b, n);
+        if (len >= sizeof(out))
+            return 1;
+        for (i = 0; i < n; i++)
+            printf("%02x", b[i]);
+        printf("\t%s\n", out);
+    }
+    return 0;
+}
+
+static int names(int argc, char **argv)
+{
+    uint8_t state[RECAP_STATE_BYTES] = {0};
+    int i;
+
+    for (i = 0; i < argc; i++) {
+        char name[256];
+        size_t n = 0;
+        recap_framework_ops_t ops;
+        unsigned v;
+        recap_generator_h gen;
+
+        while (n + 1 < sizeof(name) && sscanf(argv[i] + 2 * n, "%2x", &v) == 1)
+            name[n++] = (char)v;
+        name[n] = '\0';
+        ops = vf_ops(name);
+        if (recap_generator_create_framework(&ops, state, RECAP_DEVICE_HOST, &gen) != RECAP_OK ||
+            recap_generator_destroy(gen) != RECAP_OK) {
+            fprintf(stderr, "json_client: %s\n", recap_last_error());
+            return 1;
+        }
+    }
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc == 4 && strcmp(argv[1], "quote") == 0)
+        return quote(strtoull(argv[2], NULL, 0), atol(argv[3]));
+    if (argc >= 2 && strcmp(argv[1], "names") == 0)
+        return names(argc - 2, argv + 2);
+    fprintf(stderr, "usage: json_client quote SEED N | names HEX...\n");
+    return 2;
+}
