@@ -1,6 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """Bundles the librecap of the build tree this package sits in (../src/.libs, after
-./scripts/bootstrap) into the wheel as recap/_lib/librecap.so.1, so `pip install ./python` gives a
+./scripts/bootstrap) into the wheel as recap/_lib/librecap.so.1, with the interposer object
+librecap-preload.so beside it (recap-run preloads it; it finds librecap.so.1 through $ORIGIN), so `pip install ./python` gives a
 package that finds its library (and include/recap/philox.h, for the CuPy dropout kernel), and
 builds recap/_torchops.c beside it. Without a built library the package is pure Python and finds
 an installed librecap (or RECAP_LIB) at run time."""
@@ -51,6 +52,9 @@ class BuildPy(build_py):
             dest = os.path.join(self.build_lib, "recap", "_lib")
             os.makedirs(dest, exist_ok=True)
             shutil.copy2(os.path.realpath(lib), os.path.join(dest, "librecap.so.1"))
+            interposer = os.path.join(os.path.dirname(lib), "librecap-preload.so")
+            if os.path.exists(interposer):
+                shutil.copy2(os.path.realpath(interposer), os.path.join(dest, "librecap-preload.so"))
         dest = os.path.join(self.build_lib, "recap", "_lib")
         os.makedirs(dest, exist_ok=True)
         build_torchops(dest)

@@ -4,12 +4,14 @@
 # build's CFLAGS and LDFLAGS as ABI_CFLAGS and ABI_LDFLAGS, so a sanitizer build's client loads
 # its runtime first):
 #  1. every exported symbol is in the map's node of its version, or is a RECAP_1.0 alias of a
-#     symbol of a later node, or is an entry point the hooks interpose (hooks/interpose.h, plus
-#     cuGetProcAddress*, dlsym, InitializeInjection), unversioned; nothing else;
+#     symbol of a later node, or is InitializeInjection, unversioned; nothing else: librecap
+#     interposes nothing. The interposer object librecap-preload.so exports exactly the entry
+#     points the hooks interpose (hooks/interpose.h, plus cuGetProcAddress*, dlsym), unversioned;
 #  2. every name the map lists is exported as that node's default version, and every function
 #     the public headers declare is in the map;
 #  3. a program linked against the old map (every recap_* at RECAP_1.0) runs with this library.
 lib=src/.libs/librecap.so
+interposer=src/.libs/librecap-preload.so
 map=$srcdir/src/librecap.map
 tmp=$(mktemp -d) || exit 1
 trap 'rm -rf "$tmp"' EXIT
@@ -18,14 +20,21 @@ say() { echo "abi: $*"; fail=1; }
 
 # name node, one a line, from the map (comments stripped).
 sed 's|/\*.*\*/||; /\/\*/,/\*\//d' "$map" | awk '
-    /^RECAP_[0-9.]+ *\{/ { node = $1; next }
+    /^RECAP_[A-Z0-9_.]+ *\{/ { node = $1; next }
     /local:/ { node = "" }
     node != "" && /^ *recap_[a-z0-9_]+;/ { gsub(/[ ;]/, ""); print $0, node }' | sort >"$tmp/map"
 [ -s "$tmp/map" ] || { echo "abi: no symbols read from $map"; exit 1; }
 
 # The interposed names.
 sed -n 's/^ *X([A-Z_]*, *\([a-zA-Z0-9_]*\),.*/\1/p' "$srcdir/hooks/interpose.h" >"$tmp/interposed"
-printf '%s\n' cuGetProcAddress cuGetProcAddress_v2 dlsym InitializeInjection >>"$tmp/interposed"
+printf '%s\n' cuGetProcAddress cuGetProcAddress_v2 dlsym >>"$tmp/interposed"
+sort -o "$tmp/interposed" "$tmp/interposed"
+${READELF:-readelf} --dyn-syms -W "$interposer" |
+    awk '$5 == "GLOBAL" && $7 != "UND" && $7 != "ABS" { print $8 }' | sort -u >"$tmp/interposer"
+if ! cmp -s "$tmp/interposed" "$tmp/interposer"; then
+    say "librecap-preload.so's exports are not the interposed entry points (< listed, > exported):"
+    diff "$tmp/interposed" "$tmp/interposer" | grep '^[<>]'
+fi
 
 # Defined global dynamic symbols: name@@node, name@node or name (base).
 ${READELF:-readelf} --dyn-syms -W "$lib" |
@@ -44,17 +53,17 @@ while read -r sym; do
             ! grep -q "^$name " "$tmp/map"; then
             say "$sym: only functions moved to a later node keep a RECAP_1.0 alias"
         fi ;;
+    InitializeInjection) ;;
     *)
-        grep -qx "$sym" "$tmp/interposed" ||
-            say "$sym is exported in no node (add it to src/librecap.map's newest node)" ;;
+        say "$sym is exported in no node (add it to src/librecap.map's newest node)" ;;
     esac
 done <"$tmp/exports"
 
-newest=$(awk '{ print $2 }' "$tmp/map" | sort -t. -k2,2n | tail -1)
+newest=$(awk '$2 != "RECAP_PRIVATE" { print $2 }' "$tmp/map" | sort -t. -k2,2n | tail -1)
 while read -r name node; do
     grep -qx "$name@@$node" "$tmp/exports" || say "the map lists $name in $node; the library does not export it there"
     # Functions new in this version (the newest node) were never at RECAP_1.0.
-    if [ "$node" != RECAP_1.0 ] && [ "$node" != "$newest" ] &&
+    if [ "$node" != RECAP_1.0 ] && [ "$node" != "$newest" ] && [ "$node" != RECAP_PRIVATE ] &&
         ! grep -qx "$name@RECAP_1.0" "$tmp/exports"; then
         say "$name moved to $node without its RECAP_1.0 alias (RECAP__SINCE)"
     fi

@@ -17,6 +17,7 @@
 extern char **environ;
 
 #define LIB RECAP_BUILDDIR "/src/.libs/librecap.so"
+#define PRELOAD RECAP_BUILDDIR "/src/.libs/librecap-preload.so"
 #define CLIENT RECAP_BUILDDIR "/tests/preload_client"
 
 /* Runs the client with extra environment entries; returns its exit status, stderr in `err`. */
@@ -65,7 +66,7 @@ static int double_driver(void)
 
 START_TEST(preloaded_recap_hooks_a_driver_lookup_host)
 {
-    const char *env[] = {"LD_PRELOAD=" LIB, "EXPECT_HOOKED=1", "RECAP_LOG=info", NULL};
+    const char *env[] = {"LD_PRELOAD=" PRELOAD, "EXPECT_HOOKED=1", "RECAP_LOG=info", NULL};
     char err[8192];
     int rc;
 
@@ -94,7 +95,7 @@ END_TEST
 
 START_TEST(recap_hooks_off_turns_the_preload_front_end_off)
 {
-    const char *env[] = {"LD_PRELOAD=" LIB, "RECAP_HOOKS=off", NULL};
+    const char *env[] = {"LD_PRELOAD=" PRELOAD, "RECAP_HOOKS=off", NULL};
     char err[8192];
     int rc;
 
@@ -108,7 +109,7 @@ END_TEST
 START_TEST(report_file_says_what_recap_saw)
 {
     char path[] = "/tmp/recap-report-XXXXXX", envrep[64], err[8192], buf[512] = "";
-    const char *env[] = {"LD_PRELOAD=" LIB, "EXPECT_HOOKED=1", envrep, NULL};
+    const char *env[] = {"LD_PRELOAD=" PRELOAD, "EXPECT_HOOKED=1", envrep, NULL};
     FILE *f;
     int fd, rc;
 

@@ -927,7 +927,8 @@ START_TEST(write_error_exits_1)
 }
 END_TEST
 
-/* The command sees librecap first in LD_PRELOAD, before what was there, and a report path. */
+/* The command sees recap's interposer object first in LD_PRELOAD, before what was there, and a
+ * report path. */
 START_TEST(run_preloads_recap_before_existing_preloads)
 {
     int status;
@@ -939,8 +940,8 @@ START_TEST(run_preloads_recap_before_existing_preloads)
     ck_assert_ptr_nonnull(line);
     bar = strchr(line, '|');
     ck_assert_ptr_nonnull(bar);
-    ck_assert_msg(strstr(line, "librecap.so") != NULL && strstr(line, "librecap.so") < bar, "%s",
-                  line);
+    ck_assert_msg(strncmp(line, "child:/", 7) == 0 && strstr(line, "/librecap-preload.so:") != NULL &&
+                  strstr(line, "/librecap-preload.so:") < bar, "%s", line);
     ck_assert_msg(strncmp(bar - 10, ":libm.so.6|", 11) == 0, "%s", line);
     ck_assert_msg(bar[1] == '/' && strchr(bar + 1, '|') > bar + 2, "no report path: %s", line);
     free(out);

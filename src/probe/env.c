@@ -142,7 +142,7 @@ void recap__probe_hooks(recap__probe_out_t *out)
     if (hooks == RECAP_HOOKS_NONE)
         recap__probe_say(out, " (explicit mode: recap sees a capture only when the host reports "
                          "it or calls recap_capture_prime; run the job under recap-probe --run "
-                         "or LD_PRELOAD=librecap.so)");
+                         "or LD_PRELOAD=librecap-preload.so)");
     st = recap_cupti_is_free(&free_);
     if (st == RECAP_OK && !free_ && hooks != RECAP_HOOKS_CUPTI && hooks != RECAP_HOOKS_INJECTION)
         cupti_held(out);
