@@ -11,7 +11,6 @@
 #include "base/error.h"
 #include "base/lock.h"
 #include "base/log.h"
-#include "base/symver.h"
 #include "base/ptrmap.h"
 #include "capture/capture.h"
 #include "driver/driver.h"
@@ -148,7 +147,6 @@ recap_status_t recap_graph_conditional_added(recap_graph_t graph, recap_graph_no
     }
     return RECAP_OK;
 }
-RECAP__SINCE(recap_graph_conditional_added, "RECAP_1.5");
 
 static int owned_by(void *val, void *graph)
 {
@@ -760,7 +758,6 @@ recap_status_t recap_graph_exec_updated(recap_graph_exec_t exec, recap_graph_t g
     st = install((CUgraphExec)exec, plan);
     return why[0] != '\0' ? refused(why) : st;
 }
-RECAP__SINCE(recap_graph_exec_updated, "RECAP_1.5");
 
 /* Whether a child node not ordered with c draws from slot now (after its own updates). */
 static int sibling_draws(const plan_t *p, const child_t *c, uint64_t slot)
@@ -836,7 +833,6 @@ recap_status_t recap_graph_exec_child_updated(recap_graph_exec_t exec, recap_gra
     }
     return w.why[0] != '\0' ? refused(w.why) : st;
 }
-RECAP__SINCE(recap_graph_exec_child_updated, "RECAP_1.5");
 
 /* ------------------------------------------------------------------ ordering across streams */
 

@@ -11,7 +11,6 @@
 #include <string.h>
 
 #include "base/error.h"
-#include "base/symver.h"
 #include "capture/capture.h"
 #include "tracker/tracker.h"
 
@@ -165,7 +164,6 @@ recap_status_t recap_exact_capture_enter(recap_exact_scope_h *scope_p)
     *scope_p = s;
     return RECAP_OK;
 }
-RECAP__SINCE(recap_exact_capture_enter, "RECAP_1.4");
 
 /* Trackers first (their generators' values with them), then the framework generators that no
  * tracker drives, which get the same values again where one does. */
@@ -200,7 +198,6 @@ recap_status_t recap_exact_capture_leave(recap_exact_scope_h scope)
     scope_free(scope);
     return first;
 }
-RECAP__SINCE(recap_exact_capture_leave, "RECAP_1.4");
 
 void recap__scope_atfork(recap__atfork_t when)
 {

@@ -6,7 +6,6 @@
 #include <string.h>
 
 #include "base/error.h"
-#include "base/symver.h"
 #include "base/handle.h"
 #include "tracker/tracker.h"
 
@@ -81,7 +80,6 @@ recap_status_t recap_tracker_state_object(recap_tracker_h tracker, const char *n
     recap__unlock(&tracker->lock);
     return st;
 }
-RECAP__SINCE(recap_tracker_state_object, "RECAP_1.2");
 
 /* The used seeds stay as they are, as in Megatron. */
 static void mark_initialized(recap_tracker_h t, void *arg)
@@ -126,7 +124,6 @@ recap_status_t recap_states_create(recap_states_h *states_p)
     *states_p = s;
     return RECAP_OK;
 }
-RECAP__SINCE(recap_states_create, "RECAP_1.2");
 
 recap_status_t recap_states_put(recap_states_h states, const char *name,
                                 const uint8_t state[RECAP_STATE_BYTES])
@@ -160,7 +157,6 @@ recap_status_t recap_states_put(recap_states_h states, const char *name,
     states->e[i].offset = offset;
     return RECAP_OK;
 }
-RECAP__SINCE(recap_states_put, "RECAP_1.2");
 
 recap_status_t recap_states_free(recap_states_h states)
 {
