@@ -15,6 +15,7 @@
 #include "base/env.h"
 #include "base/error.h"
 #include "base/log.h"
+#include "base/settings.h"
 #include "driver/driver.h"
 #include "hooks/hooks.h"
 
@@ -23,13 +24,13 @@ static _Thread_local int depth;
 
 recap__hooks_cfg_t recap__hooks_config(void)
 {
-    /* In the order of recap__hooks_cfg_t. */
-    static const char *const choices[] = {"auto", "preload", "cupti", "off", NULL};
     static int cfg = -1;
     int c = __atomic_load_n(&cfg, __ATOMIC_ACQUIRE);
 
     if (c < 0) {
-        c = recap__env_choice("RECAP_HOOKS", choices, RECAP_HOOKS_CFG_AUTO, RECAP_HOOKS_CFG_AUTO);
+        /* The choices are in the order of recap__hooks_cfg_t (src/base/settings.c). */
+        c = recap__env_choice("RECAP_HOOKS", recap__setting_choices("RECAP_HOOKS"),
+                              RECAP_HOOKS_CFG_AUTO, RECAP_HOOKS_CFG_AUTO);
         __atomic_store_n(&cfg, c, __ATOMIC_RELEASE);
     }
     return (recap__hooks_cfg_t)c;

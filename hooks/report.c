@@ -18,6 +18,7 @@
 #include "base/env.h"
 #include "base/ident.h"
 #include "base/log.h"
+#include "base/settings.h"
 #include "capture/capture.h"
 #include "hooks/report.h"
 #include "recap.h"
@@ -63,7 +64,7 @@ static int format_line(char *line, size_t len, const report_t *r)
 
 static int report_line(char *line, size_t len, const recap_capture_stats_t *s)
 {
-    char host[256], when[40], rank[16] = "null", names[160];
+    char host[256], when[40], rank[16] = "null", names[160], flagged[256];
     recap_hooks_t hooks = RECAP_HOOKS_NONE;
     uint64_t frameworks;
     report_t r;
@@ -74,13 +75,14 @@ static int report_line(char *line, size_t len, const recap_capture_stats_t *s)
         snprintf(rank, sizeof(rank), "%d", recap__ident_rank());
     recap_hooks_active(&hooks);
     recap__fw_seen(&frameworks, names, sizeof(names));
+    recap__settings_flagged(flagged, sizeof(flagged));
     r = (report_t){.recap = recap_version_string(), .time = when, .host = host,
                    .pid = (long long)getpid(), .rank = rank, .hooks = recap_hooks_name(hooks),
                    .captures = s->captures, .graphs_with_rng = s->graphs_with_rng,
                    .launches = s->launches, .slot_writes = s->slot_writes,
                    .states_primed = s->states_primed, .live_records = s->live_records,
                    .framework_generators = frameworks, .frameworks = names,
-                   .subscriptions = recap__events_subscribed()};
+                   .subscriptions = recap__events_subscribed(), .settings_flagged = flagged};
     return format_line(line, len, &r);
 }
 

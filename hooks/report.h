@@ -27,7 +27,8 @@
     X(live_records, U64, SUM)                \
     X(framework_generators, U64, SUM)        \
     X(frameworks, STR, LAST)                 \
-    X(subscriptions, U64, SUM)
+    X(subscriptions, U64, SUM)               \
+    X(settings_flagged, STR, LAST) /* RECAP_* variables unknown or with a value not taken */
 
 /* The C type of each value type, and its printf format. */
 #define RECAP__REPORT_CTYPE_STR const char *

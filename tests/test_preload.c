@@ -129,8 +129,37 @@ START_TEST(report_file_says_what_recap_saw)
     /* the client's captures: one replayed 4 times, two for an exec updated between 3 launches */
     ck_assert_msg(strstr(buf, "\"captures\":3,") != NULL, "%s", buf);
     ck_assert_msg(strstr(buf, "\"launches\":7,") != NULL, "%s", buf);
-    ck_assert_msg(strstr(buf, "\"framework_generators\":0,\"frameworks\":\"\",\"subscriptions\":1}") != NULL,
-                  "%s", buf);
+    ck_assert_msg(strstr(buf, "\"framework_generators\":0,\"frameworks\":\"\",\"subscriptions\":1,"
+                              "\"settings_flagged\":\"\"}") != NULL, "%s", buf);
+}
+END_TEST
+
+/* RECAP_HOOKS=of (a typo of off) falls back to auto, and the preload front end reports; the
+ * report names it, and the misspelt RECAP_LOGG, rather than passing them for defaults. */
+START_TEST(report_names_settings_recap_does_not_take)
+{
+    char path[] = "/tmp/recap-report-XXXXXX", envrep[64], err[8192], buf[1024] = "";
+    const char *env[] = {"LD_PRELOAD=" PRELOAD, "EXPECT_HOOKED=1", "RECAP_HOOKS=of",
+                         "RECAP_LOGG=info", "RECAP_TEST_ANYTHING=1", envrep, NULL};
+    FILE *f;
+    int fd, rc;
+
+    if (!double_driver())
+        return;
+    fd = mkstemp(path);
+    close(fd);
+    snprintf(envrep, sizeof(envrep), "RECAP_REPORT=%s", path);
+    rc = run_client(env, err, sizeof(err));
+    ck_assert_msg(rc == 0, "client exit %d: %s", rc, err);
+    ck_assert_msg(strstr(err, "RECAP_HOOKS=of not understood") != NULL, "%s", err);
+    f = fopen(path, "r");
+    ck_assert_ptr_nonnull(f);
+    buf[fread(buf, 1, sizeof(buf) - 1, f)] = '\0';
+    fclose(f);
+    unlink(path);
+    ck_assert_msg(strstr(buf, "\"hooks\":\"preload\"") != NULL, "%s", buf);
+    ck_assert_msg(strstr(buf, "\"settings_flagged\":\"RECAP_HOOKS RECAP_LOGG\"}") != NULL, "%s",
+                  buf);
 }
 END_TEST
 
@@ -151,6 +180,7 @@ int main(void)
     tcase_add_test(tc, without_preload_the_capture_is_refused);
     tcase_add_test(tc, recap_hooks_off_turns_the_preload_front_end_off);
     tcase_add_test(tc, report_file_says_what_recap_saw);
+    tcase_add_test(tc, report_names_settings_recap_does_not_take);
     suite_add_tcase(s, tc);
     return tu_run(s);
 }

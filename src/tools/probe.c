@@ -62,7 +62,9 @@ static void manual(man_format_t format)
              "document also holds the facts the checks state in prose, as values: driver and "
              "runtime versions, the devices (name, compute capability, memory), the front end "
              "and CUPTI's state (the latter two when the hooks check ran), whether registration "
-             "is needed (when that check ran), Python and torch, and the RECAP_* settings. Its "
+             "is needed (when that check ran), Python and torch, and the RECAP_* settings (those "
+             "recap does not know or whose value it does not take named in settings_flagged, "
+             "and marked so in the table's settings line). Its "
              "\"schema\" number changes when a member goes away or changes meaning; new "
              "members may appear without it. Detail lines wrap to the terminal's width "
              "(COLUMNS, else the tty's); written to a file or a pipe they do not wrap.");

@@ -10,7 +10,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/env.h"
 #include "base/error.h"
+#include "base/settings.h"
 #include "capture/capture.h"
 #include "tracker/tracker.h"
 
@@ -62,9 +64,9 @@ struct recap_exact_scope {
 
 static int exact_enabled(void)
 {
-    const char *v = getenv("RECAP_EXACT_CAPTURE");
-
-    return v == NULL || strcmp(v, "0") != 0;
+    /* "1" (index 0) or unset: on; "0": off; anything else is warned about, and on. */
+    return recap__env_choice("RECAP_EXACT_CAPTURE", recap__setting_choices("RECAP_EXACT_CAPTURE"),
+                             0, 0) == 0;
 }
 
 static void scope_free(recap_exact_scope_h s)
