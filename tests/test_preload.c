@@ -106,26 +106,40 @@ START_TEST(recap_hooks_off_turns_the_preload_front_end_off)
 }
 END_TEST
 
-START_TEST(report_file_says_what_recap_saw)
+/* Runs the preloaded client with `extra` entries and RECAP_REPORT set: it must succeed, hooked
+ * by the preload front end. Its stderr is left in `err`, its report in `buf`. */
+static void run_reporting(const char *const *extra, char *err, size_t errlen, char *buf,
+                          size_t len)
 {
-    char path[] = "/tmp/recap-report-XXXXXX", envrep[64], err[8192], buf[512] = "";
-    const char *env[] = {"LD_PRELOAD=" PRELOAD, "EXPECT_HOOKED=1", envrep, NULL};
+    char path[] = "/tmp/recap-report-XXXXXX", envrep[64];
+    const char *env[16] = {"LD_PRELOAD=" PRELOAD, "EXPECT_HOOKED=1", envrep};
+    int fd, rc, n = 3;
     FILE *f;
-    int fd, rc;
 
-    if (!double_driver())
-        return;
+    while (*extra != NULL && n < 15)
+        env[n++] = *extra++;
+    env[n] = NULL;
     fd = mkstemp(path);
     close(fd);
     snprintf(envrep, sizeof(envrep), "RECAP_REPORT=%s", path);
-    rc = run_client(env, err, sizeof(err));
-    ck_assert_msg(rc == 0, "client exit %d: %s", rc, err);
+    rc = run_client(env, err, errlen);
     f = fopen(path, "r");
     ck_assert_ptr_nonnull(f);
-    buf[fread(buf, 1, sizeof(buf) - 1, f)] = '\0';
+    buf[fread(buf, 1, len - 1, f)] = '\0';
     fclose(f);
     unlink(path);
+    ck_assert_msg(rc == 0, "client exit %d: %s", rc, err);
     ck_assert_msg(strstr(buf, "\"hooks\":\"preload\"") != NULL, "%s", buf);
+}
+
+START_TEST(report_file_says_what_recap_saw)
+{
+    const char *extra[] = {NULL};
+    char err[8192], buf[1024];
+
+    if (!double_driver())
+        return;
+    run_reporting(extra, err, sizeof(err), buf, sizeof(buf));
     /* the client's captures: one replayed 4 times, two for an exec updated between 3 launches */
     ck_assert_msg(strstr(buf, "\"captures\":3,") != NULL, "%s", buf);
     ck_assert_msg(strstr(buf, "\"launches\":7,") != NULL, "%s", buf);
@@ -138,26 +152,13 @@ END_TEST
  * report names it, and the misspelt RECAP_LOGG, rather than passing them for defaults. */
 START_TEST(report_names_settings_recap_does_not_take)
 {
-    char path[] = "/tmp/recap-report-XXXXXX", envrep[64], err[8192], buf[1024] = "";
-    const char *env[] = {"LD_PRELOAD=" PRELOAD, "EXPECT_HOOKED=1", "RECAP_HOOKS=of",
-                         "RECAP_LOGG=info", "RECAP_TEST_ANYTHING=1", envrep, NULL};
-    FILE *f;
-    int fd, rc;
+    const char *extra[] = {"RECAP_HOOKS=of", "RECAP_LOGG=info", "RECAP_TEST_ANYTHING=1", NULL};
+    char err[8192], buf[1024];
 
     if (!double_driver())
         return;
-    fd = mkstemp(path);
-    close(fd);
-    snprintf(envrep, sizeof(envrep), "RECAP_REPORT=%s", path);
-    rc = run_client(env, err, sizeof(err));
-    ck_assert_msg(rc == 0, "client exit %d: %s", rc, err);
+    run_reporting(extra, err, sizeof(err), buf, sizeof(buf));
     ck_assert_msg(strstr(err, "RECAP_HOOKS=of not understood") != NULL, "%s", err);
-    f = fopen(path, "r");
-    ck_assert_ptr_nonnull(f);
-    buf[fread(buf, 1, sizeof(buf) - 1, f)] = '\0';
-    fclose(f);
-    unlink(path);
-    ck_assert_msg(strstr(buf, "\"hooks\":\"preload\"") != NULL, "%s", buf);
     ck_assert_msg(strstr(buf, "\"settings_flagged\":\"RECAP_HOOKS RECAP_LOGG\"}") != NULL, "%s",
                   buf);
 }
