@@ -93,6 +93,25 @@ START_TEST(without_preload_the_capture_is_refused)
 }
 END_TEST
 
+/* The line of the single-object days, LD_PRELOAD=librecap.so: nothing is interposed, and recap
+ * says so once, naming the object to preload, rather than leaving the job silently unhooked. */
+START_TEST(preloading_librecap_itself_hooks_nothing_and_says_so)
+{
+    const char *env[] = {"LD_PRELOAD=" LIB, NULL};
+    char err[8192];
+    int rc;
+
+    if (!double_driver())
+        return;
+    rc = run_client(env, err, sizeof(err));
+    ck_assert_msg(rc == 3, "client exit %d: %s", rc, err);
+    ck_assert_msg(strstr(err, "librecap.so, which interposes nothing: preload "
+                              "librecap-preload.so") != NULL, "%s", err);
+    ck_assert_msg(strstr(strstr(err, "interposes nothing") + 1, "interposes nothing") == NULL,
+                  "warned more than once: %s", err);
+}
+END_TEST
+
 START_TEST(recap_hooks_off_turns_the_preload_front_end_off)
 {
     const char *env[] = {"LD_PRELOAD=" PRELOAD, "RECAP_HOOKS=off", NULL};
@@ -180,6 +199,7 @@ int main(void)
     tcase_add_test(tc, preloaded_recap_hooks_a_driver_lookup_host);
     tcase_add_test(tc, without_preload_the_capture_is_refused);
     tcase_add_test(tc, recap_hooks_off_turns_the_preload_front_end_off);
+    tcase_add_test(tc, preloading_librecap_itself_hooks_nothing_and_says_so);
     tcase_add_test(tc, report_file_says_what_recap_saw);
     tcase_add_test(tc, report_names_settings_recap_does_not_take);
     suite_add_tcase(s, tc);
