@@ -66,22 +66,33 @@ static int preload_lists(const char *path)
     return found;
 }
 
+/* dl_iterate_phdr callback: the interposer's state from its path (see find_interposer). */
+static int interposer_cb(struct dl_phdr_info *info, size_t size, void *data)
+{
+    const char *name = info->dlpi_name, *base;
+
+    (void)size;
+    if (name == NULL)
+        return 0;
+    base = strrchr(name, '/');
+    if (strcmp(base != NULL ? base + 1 : name, RECAP_INTERPOSER_SONAME) != 0)
+        return 0;
+    *(int *)data = preload_lists(name);
+    return 1;
+}
+
 /* The interposer object (librecap-preload.so, built beside librecap from hooks/): -1 when it is
  * not loaded, 1 when LD_PRELOAD brought it in, 0 when it came otherwise (a program linked with it,
  * a dlopen). librecap itself interposes nothing, so a program linked with -lrecap for the API keeps
- * its own dlsym and CUDA entry points. */
+ * its own dlsym and CUDA entry points. Found in the loader's list, not with dlopen(RTLD_NOLOAD):
+ * asked from librecap's exit handler (the RECAP_REPORT line), a dlopen would run the
+ * constructors of objects already finalized again. */
 static int find_interposer(void)
 {
-    struct link_map *m = NULL;
-    void *h = recap__dlopen(RECAP_INTERPOSER_SONAME, RTLD_LAZY | RTLD_NOLOAD);
     int state = -1;
 
-    if (h == NULL)
-        return -1;
-    if (dlinfo(h, RTLD_DI_LINKMAP, &m) == 0 && m != NULL)
-        state = preload_lists(m->l_name);
-    recap__dlclose(h);
-    return state < 0 ? 0 : state;
+    dl_iterate_phdr(interposer_cb, &state);
+    return state;
 }
 
 /* Threads ask at once from their first interposed calls: each sees the final answer only. */
