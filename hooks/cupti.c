@@ -24,7 +24,6 @@
 #include "base/env.h"
 #include "base/error.h"
 #include "base/log.h"
-#include "base/symver.h"
 #include "capture/capture.h"
 #include "hooks/events.h"
 #include "hooks/hooks.h"
@@ -454,7 +453,6 @@ recap_status_t recap_cupti_holder(char *name, size_t name_len)
     pthread_mutex_unlock(&cupti_lock);
     return RECAP_OK;
 }
-RECAP__SINCE(recap_cupti_holder, "RECAP_1.3");
 
 #else /* !HAVE_CUPTI */
 
@@ -464,7 +462,6 @@ recap_status_t recap_cupti_holder(char *name, size_t name_len)
     name[0] = '\0';
     return RECAP_OK;
 }
-RECAP__SINCE(recap_cupti_holder, "RECAP_1.3");
 
 void recap__cupti_atfork(recap__atfork_t when)
 {

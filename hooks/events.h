@@ -18,30 +18,35 @@ typedef struct {
 } recap__hook_call_t;
 
 /* Starts an interposed call: decides whether it reports. Pair with recap__hook_end. */
-void recap__hook_begin(recap__hook_call_t *c);
-void recap__hook_end(recap__hook_call_t *c);
+RECAP_PRIVATE_API void recap__hook_begin(recap__hook_call_t *c);
+RECAP_PRIVATE_API void recap__hook_end(recap__hook_call_t *c);
 
-void recap__ev_before_begin_capture(recap__hook_call_t *c, void *stream, int mode);
-void recap__ev_after_begin_capture(recap__hook_call_t *c, void *stream, int ok);
-void recap__ev_before_end_capture(recap__hook_call_t *c, void *stream);
-void recap__ev_after_end_capture(recap__hook_call_t *c, void *stream, int ok, void *graph);
-void recap__ev_instantiated(recap__hook_call_t *c, int ok, void *graph, void *exec);
-void recap__ev_cloned(recap__hook_call_t *c, int ok, void *orig, void *clone);
+RECAP_PRIVATE_API void recap__ev_before_begin_capture(recap__hook_call_t *c, void *stream,
+                                                      int mode);
+RECAP_PRIVATE_API void recap__ev_after_begin_capture(recap__hook_call_t *c, void *stream, int ok);
+RECAP_PRIVATE_API void recap__ev_before_end_capture(recap__hook_call_t *c, void *stream);
+RECAP_PRIVATE_API void recap__ev_after_end_capture(recap__hook_call_t *c, void *stream, int ok,
+                                                   void *graph);
+RECAP_PRIVATE_API void recap__ev_instantiated(recap__hook_call_t *c, int ok, void *graph,
+                                              void *exec);
+RECAP_PRIVATE_API void recap__ev_cloned(recap__hook_call_t *c, int ok, void *orig, void *clone);
 /* Around a destroy: the record leaves recap's map before the real call and is dropped after it,
  * or put back when the driver refused (the handle lives on and may launch). */
-void recap__ev_destroy_graph(recap__hook_call_t *c, void *graph);
-void recap__ev_destroy_exec(recap__hook_call_t *c, void *exec);
-void recap__ev_destroy_done(recap__hook_call_t *c, void *handle, int exec, int ok);
-void recap__ev_before_launch(recap__hook_call_t *c, void *exec, void *stream);
-void recap__ev_after_launch(recap__hook_call_t *c, void *exec, int ok);
+RECAP_PRIVATE_API void recap__ev_destroy_graph(recap__hook_call_t *c, void *graph);
+RECAP_PRIVATE_API void recap__ev_destroy_exec(recap__hook_call_t *c, void *exec);
+RECAP_PRIVATE_API void recap__ev_destroy_done(recap__hook_call_t *c, void *handle, int exec,
+                                              int ok);
+RECAP_PRIVATE_API void recap__ev_before_launch(recap__hook_call_t *c, void *exec, void *stream);
+RECAP_PRIVATE_API void recap__ev_after_launch(recap__hook_call_t *c, void *exec, int ok);
 /* Composition (capture/compose.c): after a launch (events for multi-stream ordering), an exec
  * update, a child graph node's update in an exec, a node added (conditional nodes' bodies;
  * `params` is a CUgraphNodeParams, which cudaGraphNodeParams mirrors). */
-void recap__ev_launched(recap__hook_call_t *c, void *exec, void *stream, int ok);
-void recap__ev_exec_updated(recap__hook_call_t *c, int ok, void *exec, void *graph);
-void recap__ev_exec_child_updated(recap__hook_call_t *c, int ok, void *exec, void *node,
-                                  void *child);
-void recap__ev_node_added(recap__hook_call_t *c, int ok, void *graph, void *node,
-                          const void *params);
+RECAP_PRIVATE_API void recap__ev_launched(recap__hook_call_t *c, void *exec, void *stream, int ok);
+RECAP_PRIVATE_API void recap__ev_exec_updated(recap__hook_call_t *c, int ok, void *exec,
+                                              void *graph);
+RECAP_PRIVATE_API void recap__ev_exec_child_updated(recap__hook_call_t *c, int ok, void *exec,
+                                                    void *node, void *child);
+RECAP_PRIVATE_API void recap__ev_node_added(recap__hook_call_t *c, int ok, void *graph,
+                                            void *node, const void *params);
 
 #endif

@@ -3,6 +3,7 @@
 #include "config.h"
 
 #include <dlfcn.h>
+#include <link.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,6 +15,7 @@
 #include "base/env.h"
 #include "base/error.h"
 #include "base/log.h"
+#include "base/settings.h"
 #include "driver/driver.h"
 #include "hooks/hooks.h"
 
@@ -22,34 +24,31 @@ static _Thread_local int depth;
 
 recap__hooks_cfg_t recap__hooks_config(void)
 {
-    /* In the order of recap__hooks_cfg_t. */
-    static const char *const choices[] = {"auto", "preload", "cupti", "off", NULL};
     static int cfg = -1;
     int c = __atomic_load_n(&cfg, __ATOMIC_ACQUIRE);
 
     if (c < 0) {
-        c = recap__env_choice("RECAP_HOOKS", choices, RECAP_HOOKS_CFG_AUTO, RECAP_HOOKS_CFG_AUTO);
+        /* The choices are in the order of recap__hooks_cfg_t (src/base/settings.c). */
+        c = recap__env_choice("RECAP_HOOKS", recap__setting_choices("RECAP_HOOKS"),
+                              RECAP_HOOKS_CFG_AUTO, RECAP_HOOKS_CFG_AUTO);
         __atomic_store_n(&cfg, c, __ATOMIC_RELEASE);
     }
     return (recap__hooks_cfg_t)c;
 }
 
-/* Whether this librecap came in through LD_PRELOAD (its path or file name is listed there). A
- * program that merely links librecap also interposes the CUDA names, but only a preloaded recap
- * reports through them unless RECAP_HOOKS=preload says otherwise. */
-static int find_preloaded(void)
+/* Whether LD_PRELOAD lists the object loaded from `path` (by its path or file name: the name up to
+ * its first '.' is compared, so librecap.so, .so.1 and .so.1.5.0 all match). */
+static int preload_lists(const char *path)
 {
-    const char *env, *base, *tok;
-    Dl_info info;
+    const char *env = getenv("LD_PRELOAD"), *base, *tok;
     size_t blen;
     int found = 0;
 
-    env = getenv("LD_PRELOAD");
-    if (env == NULL || dladdr((void *)find_preloaded, &info) == 0 || info.dli_fname == NULL)
+    if (env == NULL || path == NULL)
         return 0;
-    base = strrchr(info.dli_fname, '/');
-    base = base != NULL ? base + 1 : info.dli_fname;
-    blen = strcspn(base, "."); /* librecap.so, librecap.so.1, librecap.so.1.0.0 all match */
+    base = strrchr(path, '/');
+    base = base != NULL ? base + 1 : path;
+    blen = strcspn(base, ".");
     for (tok = env; *tok != '\0'; tok += strcspn(tok, " :")) {
         size_t len;
         const char *name;
@@ -67,24 +66,69 @@ static int find_preloaded(void)
     return found;
 }
 
-/* Threads ask at once from their first interposed calls: each sees the final answer only. */
-static int preloaded(void)
+/* dl_iterate_phdr callback: the interposer's state from its path (see find_interposer). */
+static int interposer_cb(struct dl_phdr_info *info, size_t size, void *data)
 {
-    static int cached = -1;
+    const char *name = info->dlpi_name, *base;
+
+    (void)size;
+    if (name == NULL)
+        return 0;
+    base = strrchr(name, '/');
+    if (strcmp(base != NULL ? base + 1 : name, RECAP_INTERPOSER_SONAME) != 0)
+        return 0;
+    *(int *)data = preload_lists(name);
+    return 1;
+}
+
+/* The interposer object (librecap-preload.so, built beside librecap from hooks/): -1 when it is
+ * not loaded, 1 when LD_PRELOAD brought it in, 0 when it came otherwise (a program linked with it,
+ * a dlopen). librecap itself interposes nothing, so a program linked with -lrecap for the API keeps
+ * its own dlsym and CUDA entry points. Found in the loader's list, not with dlopen(RTLD_NOLOAD):
+ * asked from librecap's exit handler (the RECAP_REPORT line), a dlopen would run the
+ * constructors of objects already finalized again. */
+static int find_interposer(void)
+{
+    int state = -1;
+
+    dl_iterate_phdr(interposer_cb, &state);
+    return state;
+}
+
+/* Threads ask at once from their first interposed calls: each sees the final answer only. */
+static int interposer(void)
+{
+    static int cached = -2;
     int c = __atomic_load_n(&cached, __ATOMIC_ACQUIRE);
 
-    if (c < 0) {
-        c = find_preloaded();
+    if (c == -2) {
+        c = find_interposer();
         __atomic_store_n(&cached, c, __ATOMIC_RELEASE);
     }
     return c;
 }
 
+/* LD_PRELOAD=librecap.so, the line from when librecap was also its own interposer: it interposes
+ * nothing now, so that line would leave a job silently in explicit mode. Said once on stderr,
+ * naming the object to preload. */
+__attribute__((constructor)) static void warn_old_preload_line(void)
+{
+    Dl_info info;
+
+    if (dladdr((void *)warn_old_preload_line, &info) != 0 && preload_lists(info.dli_fname) &&
+        interposer() < 0)
+        recap__env_warn("LD_PRELOAD", "LD_PRELOAD names %s, which interposes nothing: preload "
+                        RECAP_INTERPOSER_SONAME " (in the same directory) for recap's LD_PRELOAD "
+                        "front end; captures are not seen, recap stays in explicit mode",
+                        info.dli_fname);
+}
+
 int recap__hooks_preload_enabled(void)
 {
     recap__hooks_cfg_t cfg = recap__hooks_config();
+    int i = interposer();
 
-    return cfg == RECAP_HOOKS_CFG_PRELOAD || (cfg == RECAP_HOOKS_CFG_AUTO && preloaded());
+    return i >= 0 && (cfg == RECAP_HOOKS_CFG_PRELOAD || (cfg == RECAP_HOOKS_CFG_AUTO && i == 1));
 }
 
 static int allowed(recap_hooks_t which)
@@ -164,6 +208,11 @@ void recap__hooks_event_failed(const char *where, recap_status_t st)
     if (first)
         recap__log(RECAP_LOG_WARN, "%s: %s: %s (the CUDA call goes on unchanged)", where,
                    recap_strerror(st), recap_last_error());
+}
+
+void recap__hooks_no_runtime(const char *name)
+{
+    recap__log(RECAP_LOG_WARN, "%s: no CUDA runtime defines it; the call fails", name);
 }
 
 void *recap__hooks_real_driver(const char *name)

@@ -15,7 +15,6 @@
 #include <string.h>
 
 #include "base/dl.h"
-#include "base/log.h"
 #include "hooks/interpose.h"
 #include "hooks/lookup.h"
 
@@ -25,7 +24,7 @@ static void *real_runtime(const char *name)
     void *fn = recap__lookup_runtime(name);
 
     if (fn == NULL)
-        recap__log(RECAP_LOG_WARN, "%s: no CUDA runtime defines it; the call fails", name);
+        recap__hooks_no_runtime(name);
     return fn;
 }
 

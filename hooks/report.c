@@ -21,6 +21,7 @@
 #include "base/json.h"
 #include "base/log.h"
 #include "base/sink.h"
+#include "base/settings.h"
 #include "capture/capture.h"
 #include "hooks/report.h"
 #include "recap.h"
@@ -113,6 +114,8 @@ static void json_names(char *buf, size_t cap, const char *names, size_t len)
 static int report_line(char *line, size_t len, const recap_capture_stats_t *s)
 {
     char when[40], rank[16] = "null", names[160], list[2048]; /* 160 bytes escaped fit */
+    char flagged[256], flagged_list[512];
+    size_t flen, i;
     recap_hooks_t hooks = RECAP_HOOKS_NONE;
     uint64_t frameworks;
     size_t nlen;
@@ -124,13 +127,21 @@ static int report_line(char *line, size_t len, const recap_capture_stats_t *s)
     recap_hooks_active(&hooks);
     recap__fw_seen(&frameworks, names, sizeof(names), &nlen);
     json_names(list, sizeof(list), names, nlen);
+    /* the flagged names, space-separated and plain: as a JSON array too */
+    recap__settings_flagged(flagged, sizeof(flagged));
+    flen = strlen(flagged);
+    for (i = 0; i < flen; i++)
+        if (flagged[i] == ' ')
+            flagged[i] = '\0';
+    json_names(flagged_list, sizeof(flagged_list), flagged, flen ? flen + 1 : 0);
     r = (report_t){.schema = RECAP__REPORT_SCHEMA, .recap = recap_version_string(), .time = when,
                    .host = recap__ident_host(), .pid = (long long)getpid(), .rank = rank,
                    .hooks = recap_hooks_name(hooks), .captures = s->captures,
                    .graphs_with_rng = s->graphs_with_rng, .launches = s->launches,
                    .slot_writes = s->slot_writes, .states_primed = s->states_primed,
                    .live_records = s->live_records, .framework_generators = frameworks,
-                   .frameworks = list, .subscriptions = recap__events_subscribed()};
+                   .frameworks = list, .subscriptions = recap__events_subscribed(),
+                   .settings_flagged = flagged_list};
     return format_line(line, len, &r);
 }
 

@@ -32,7 +32,8 @@
     X(live_records, U64, SUM)                \
     X(framework_generators, U64, SUM)        \
     X(frameworks, JSON, LAST) /* an array of strings */ \
-    X(subscriptions, U64, SUM)
+    X(subscriptions, U64, SUM) \
+    X(settings_flagged, JSON, LAST) /* an array: RECAP_* variables unknown or with a value not taken */
 
 /* The C type of each value type, and its printf format. */
 #define RECAP__REPORT_CTYPE_STR const char *

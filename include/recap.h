@@ -388,7 +388,7 @@ RECAP_API recap_status_t recap_graph_exec_destroy(recap_graph_exec_t exec);
 /* ---------------------------------------------------------------- interception front ends */
 
 /*
- * How recap learns of the host's captures without the host's help: LD_PRELOAD=librecap.so
+ * How recap learns of the host's captures without the host's help: LD_PRELOAD=librecap-preload.so
  * (interposed runtime and driver graph entry points, plus dlsym/cuGetProcAddress so statically
  * linked cudart is seen too), a CUPTI callback subscriber installed by a host that dlopens recap,
  * or CUDA_INJECTION64_PATH=librecap.so. Exactly one reports events. RECAP_HOOKS=auto (default),

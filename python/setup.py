@@ -94,6 +94,10 @@ class BuildPy(build_py):
         if lib:
             os.makedirs(dest, exist_ok=True)
             shutil.copy2(os.path.realpath(lib), os.path.join(dest, "librecap.so.1"))
+            interposer = os.path.join(os.path.dirname(lib), "librecap-preload.so")
+            if os.path.exists(interposer):  # recap-run preloads it; it finds librecap.so.1 by $ORIGIN
+                shutil.copy2(os.path.realpath(interposer),
+                             os.path.join(dest, "librecap-preload.so"))
         try:
             include = copy_headers()
         except SystemExit:

@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * For test_log: a process that logs, forks, and has its child log something of its own, so the
- * suite can see where each process's lines went (RECAP_LOG_FILE with and without %p). With
- * RECAP_HOOKS=preload and RECAP_LOG=info the parent logs the front end it claims; the child
+ * suite can see where each process's lines went (RECAP_LOG_FILE with and without %p). Under the
+ * LD_PRELOAD front end with RECAP_LOG=info the parent logs the front end it claims; the child
  * loads the CUDA driver ($RECAP_CUDA_DRIVER) and logs that. Prints the two pids on stdout.
  */
 #include <stdio.h>

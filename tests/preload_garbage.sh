@@ -7,7 +7,7 @@
 # the build directory (make check). Under scripts/ci-sanitize the sanitizer's runtime comes first
 # in LD_PRELOAD (RECAP_TEST_PRELOAD_FIRST) and leak checking of the hosts is off (their leaks are
 # not recap's).
-lib=$(pwd)/src/.libs/librecap.so
+lib=$(pwd)/src/.libs/librecap-preload.so
 client=$(pwd)/tests/dlsym_client
 [ -f "$lib" ] || { echo "preload_garbage: no $lib"; exit 99; }
 [ -n "$RECAP_TEST_NO_PRELOAD" ] && exit 77

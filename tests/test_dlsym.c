@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The dlsym interposer with the names librecap exports (hooks/lookup.c): a program that knows
- * nothing of recap (tests/dlsym/client.c) run with and without LD_PRELOAD=librecap.so. A shim's
+ * nothing of recap (tests/dlsym/client.c) run with and without LD_PRELOAD=librecap-preload.so. A shim's
  * RTLD_NEXT finds the next object, never the shim; a process without CUDA sees no CUDA symbol and
  * gets no driver loaded; lookups racing dlopen/dlclose do not crash; RTLD_NEXT stays cheap.
  */
@@ -12,7 +12,7 @@
 
 #include "testutil.h"
 
-#define LIB RECAP_BUILDDIR "/src/.libs/librecap.so"
+#define LIB RECAP_BUILDDIR "/src/.libs/librecap-preload.so"
 #define CLIENT RECAP_BUILDDIR "/tests/dlsym_client"
 #define LIBDIR RECAP_BUILDDIR "/tests/.libs"
 #define DOUBLEDIR RECAP_BUILDDIR "/tests/double/.libs"

@@ -21,14 +21,36 @@
               "-u RECAP_LOG_FILE -u RECAP_LOG_TIME -u RECAP_HOOKS -u RECAP_REPORT -u RECAP_CUPTI_PATH "
 /* Without a driver and without asking Python: the front end's line is all it logs. */
 #define PROBE "RECAP_CUDA_DRIVER=/nonexistent RECAP_PROBE_PYTHON_TIMEOUT=0 src/tools/recap-probe"
-#define PROBE_HOOKS "RECAP_HOOKS=preload " PROBE " --check hooks"
-/* recap-probe --check hooks with RECAP_HOOKS=preload logs exactly this at info. */
+/* recap's LD_PRELOAD front end, after a sanitizer's runtime where the suite runs under one. */
+#define INTERPOSER RECAP_BUILDDIR "/src/.libs/librecap-preload.so"
+/* recap-probe --check hooks under the LD_PRELOAD front end logs exactly this at info. */
 #define FRONT_END_LINE "recap INFO interception front end: preload"
+
+/* The environment entries preloading the front end, quoted for the shell. Under a sanitizer its
+ * runtime comes first, into libtool's wrapper script too, whose tools' leaks are not recap's. */
+static const char *preload(void)
+{
+    static char buf[8300];
+
+    snprintf(buf, sizeof(buf), "'%s'%s", tu_preload_env(INTERPOSER),
+             getenv("RECAP_TEST_PRELOAD_FIRST") != NULL
+                 ? " ASAN_OPTIONS=\"$ASAN_OPTIONS:detect_leaks=0\"" : "");
+    return buf;
+}
+
+static const char *probe_hooks(void)
+{
+    static char buf[8500];
+
+    snprintf(buf, sizeof(buf), "%s " PROBE " --check hooks", preload());
+    return buf;
+}
+#define PROBE_HOOKS probe_hooks()
 
 /* Runs `env` + `cmd` and returns what it wrote on stderr (stdout discarded). */
 static char *stderr_of(const char *env, const char *cmd, int *status_p)
 {
-    char full[2048];
+    char full[9000];
 
     snprintf(full, sizeof(full), CLEAN "%s %s 2>&1 >/dev/null", env, cmd);
     return tu_shell(full, status_p);
@@ -192,7 +214,7 @@ END_TEST
 /* A forked child with %p in the name writes its own file; without %p, both share one. */
 START_TEST(forked_child_logs_to_its_own_file_with_pid_in_the_name)
 {
-    char dir[] = "/tmp/recap-log-XXXXXX", env[256], path[512], cmd[512];
+    char dir[] = "/tmp/recap-log-XXXXXX", env[9000], path[512], cmd[9100];
     long parent, child;
     int status, version;
     char *out, *text;
@@ -200,8 +222,7 @@ START_TEST(forked_child_logs_to_its_own_file_with_pid_in_the_name)
     if (recap_driver_version(&version) != RECAP_OK)
         return; /* the child logs the driver it loads */
     ck_assert_ptr_nonnull(mkdtemp(dir));
-    snprintf(env, sizeof(env), CLEAN "RECAP_HOOKS=preload RECAP_LOG=info RECAP_LOG_FILE=%s/%%p",
-             dir);
+    snprintf(env, sizeof(env), CLEAN "%s RECAP_LOG=info RECAP_LOG_FILE=%s/%%p", preload(), dir);
     snprintf(cmd, sizeof(cmd), "%s tests/log_client", env);
     out = tu_shell(cmd, &status);
     ck_assert_int_eq(status, 0);
@@ -224,7 +245,7 @@ END_TEST
 
 START_TEST(without_pid_in_the_name_parent_and_child_append_to_one_file)
 {
-    char dir[] = "/tmp/recap-log-XXXXXX", cmd[1024], path[512], want[512];
+    char dir[] = "/tmp/recap-log-XXXXXX", cmd[9100], path[512], want[512];
     long parent, child;
     int status, version;
     char *out, *text;
@@ -233,8 +254,8 @@ START_TEST(without_pid_in_the_name_parent_and_child_append_to_one_file)
         return;
     ck_assert_ptr_nonnull(mkdtemp(dir));
     snprintf(path, sizeof(path), "%s/recap.log", dir);
-    snprintf(cmd, sizeof(cmd), CLEAN "RECAP_HOOKS=preload RECAP_LOG=info RECAP_LOG_FILE=%s "
-             "tests/log_client", path);
+    snprintf(cmd, sizeof(cmd), CLEAN "%s RECAP_LOG=info RECAP_LOG_FILE=%s tests/log_client",
+             preload(), path);
     out = tu_shell(cmd, &status);
     ck_assert_int_eq(status, 0);
     ck_assert_int_eq(sscanf(out, "%ld %ld", &parent, &child), 2);
@@ -303,7 +324,7 @@ END_TEST
 
 START_TEST(log_lines_never_reach_stdout)
 {
-    char cmd[512];
+    char cmd[9100];
     int status;
     char *out;
 

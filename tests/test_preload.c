@@ -17,6 +17,7 @@
 extern char **environ;
 
 #define LIB RECAP_BUILDDIR "/src/.libs/librecap.so"
+#define PRELOAD RECAP_BUILDDIR "/src/.libs/librecap-preload.so"
 #define CLIENT RECAP_BUILDDIR "/tests/preload_client"
 
 /* Runs the client with extra environment entries; returns its exit status, stderr in `err`. */
@@ -65,7 +66,7 @@ static int double_driver(void)
 
 START_TEST(preloaded_recap_hooks_a_driver_lookup_host)
 {
-    const char *env[] = {"LD_PRELOAD=" LIB, "EXPECT_HOOKED=1", "RECAP_LOG=info", NULL};
+    const char *env[] = {"LD_PRELOAD=" PRELOAD, "EXPECT_HOOKED=1", "RECAP_LOG=info", NULL};
     char err[8192];
     int rc;
 
@@ -92,9 +93,28 @@ START_TEST(without_preload_the_capture_is_refused)
 }
 END_TEST
 
+/* The line of the single-object days, LD_PRELOAD=librecap.so: nothing is interposed, and recap
+ * says so once, naming the object to preload, rather than leaving the job silently unhooked. */
+START_TEST(preloading_librecap_itself_hooks_nothing_and_says_so)
+{
+    const char *env[] = {"LD_PRELOAD=" LIB, NULL};
+    char err[8192];
+    int rc;
+
+    if (!double_driver())
+        return;
+    rc = run_client(env, err, sizeof(err));
+    ck_assert_msg(rc == 3, "client exit %d: %s", rc, err);
+    ck_assert_msg(strstr(err, "librecap.so, which interposes nothing: preload "
+                              "librecap-preload.so") != NULL, "%s", err);
+    ck_assert_msg(strstr(strstr(err, "interposes nothing") + 1, "interposes nothing") == NULL,
+                  "warned more than once: %s", err);
+}
+END_TEST
+
 START_TEST(recap_hooks_off_turns_the_preload_front_end_off)
 {
-    const char *env[] = {"LD_PRELOAD=" LIB, "RECAP_HOOKS=off", NULL};
+    const char *env[] = {"LD_PRELOAD=" PRELOAD, "RECAP_HOOKS=off", NULL};
     char err[8192];
     int rc;
 
@@ -105,32 +125,62 @@ START_TEST(recap_hooks_off_turns_the_preload_front_end_off)
 }
 END_TEST
 
-START_TEST(report_file_says_what_recap_saw)
+/* Runs the preloaded client with `extra` entries and RECAP_REPORT set: it must succeed, hooked
+ * by the preload front end. Its stderr is left in `err`, its report in `buf`. */
+static void run_reporting(const char *const *extra, char *err, size_t errlen, char *buf,
+                          size_t len)
 {
-    char path[] = "/tmp/recap-report-XXXXXX", envrep[64], err[8192], buf[512] = "";
-    const char *env[] = {"LD_PRELOAD=" LIB, "EXPECT_HOOKED=1", envrep, NULL};
+    char path[] = "/tmp/recap-report-XXXXXX", envrep[64];
+    const char *env[16] = {"LD_PRELOAD=" PRELOAD, "EXPECT_HOOKED=1", envrep};
+    int fd, rc, n = 3;
     FILE *f;
-    int fd, rc;
 
-    if (!double_driver())
-        return;
+    while (*extra != NULL && n < 15)
+        env[n++] = *extra++;
+    env[n] = NULL;
     fd = mkstemp(path);
     close(fd);
     snprintf(envrep, sizeof(envrep), "RECAP_REPORT=%s", path);
-    rc = run_client(env, err, sizeof(err));
-    ck_assert_msg(rc == 0, "client exit %d: %s", rc, err);
+    rc = run_client(env, err, errlen);
     f = fopen(path, "r");
     ck_assert_ptr_nonnull(f);
-    buf[fread(buf, 1, sizeof(buf) - 1, f)] = '\0';
+    buf[fread(buf, 1, len - 1, f)] = '\0';
     fclose(f);
     unlink(path);
+    ck_assert_msg(rc == 0, "client exit %d: %s", rc, err);
     ck_assert_msg(strncmp(buf, "{\"schema\":2,", 12) == 0, "%s", buf);
     ck_assert_msg(strstr(buf, "\"hooks\":\"preload\"") != NULL, "%s", buf);
+}
+
+START_TEST(report_file_says_what_recap_saw)
+{
+    const char *extra[] = {NULL};
+    char err[8192], buf[1024];
+
+    if (!double_driver())
+        return;
+    run_reporting(extra, err, sizeof(err), buf, sizeof(buf));
     /* the client's captures: one replayed 4 times, two for an exec updated between 3 launches */
     ck_assert_msg(strstr(buf, "\"captures\":3,") != NULL, "%s", buf);
     ck_assert_msg(strstr(buf, "\"launches\":7,") != NULL, "%s", buf);
-    ck_assert_msg(strstr(buf, "\"framework_generators\":0,\"frameworks\":[],\"subscriptions\":1}") != NULL,
-                  "%s", buf);
+    ck_assert_msg(strstr(buf, "\"framework_generators\":0,\"frameworks\":[],\"subscriptions\":1,"
+                              "\"settings_flagged\":[]}") != NULL, "%s", buf);
+}
+END_TEST
+
+/* RECAP_HOOKS=of (a typo of off) falls back to auto, and the preload front end reports; the
+ * report names it, and the misspelt RECAP_LOGG, rather than passing them for defaults. */
+START_TEST(report_names_settings_recap_does_not_take)
+{
+    const char *extra[] = {"RECAP_HOOKS=of", "RECAP_LOGG=info", "RECAP_TEST_ANYTHING=1", NULL};
+    char err[8192], buf[1024];
+
+    if (!double_driver())
+        return;
+    run_reporting(extra, err, sizeof(err), buf, sizeof(buf));
+    ck_assert_msg(strstr(err, "RECAP_HOOKS=of not understood") != NULL, "%s", err);
+    ck_assert_msg(strstr(buf, "\"settings_flagged\":[\"RECAP_HOOKS\",\"RECAP_LOGG\"]}") != NULL, "%s",
+                  buf);
 }
 END_TEST
 
@@ -150,7 +200,9 @@ int main(void)
     tcase_add_test(tc, preloaded_recap_hooks_a_driver_lookup_host);
     tcase_add_test(tc, without_preload_the_capture_is_refused);
     tcase_add_test(tc, recap_hooks_off_turns_the_preload_front_end_off);
+    tcase_add_test(tc, preloading_librecap_itself_hooks_nothing_and_says_so);
     tcase_add_test(tc, report_file_says_what_recap_saw);
+    tcase_add_test(tc, report_names_settings_recap_does_not_take);
     suite_add_tcase(s, tc);
     return tu_run(s);
 }

@@ -644,6 +644,50 @@ START_TEST(settings_list_every_recap_variable_in_json_and_table)
 }
 END_TEST
 
+/* A setting recap does not know (a misspelt name) or whose value it does not take is flagged by
+ * name in the table and the JSON; one it takes is not; RECAP_HOOKS=of is named in the hooks
+ * check, whose front end is auto's. */
+START_TEST(settings_recap_does_not_take_are_flagged_by_name)
+{
+    int status;
+    json_t *doc = probe_json(NO_DRIVER " RECAP_LOGG=info RECAP_HOOKS=of RECAP_LOG=warn",
+                             "--check hooks", &status);
+    const json_t *flagged = jget(doc, "settings_flagged");
+    const char *detail;
+    char *out, *line;
+
+    ck_assert_int_eq(status, 0);
+    ck_assert_ptr_nonnull(flagged);
+    ck_assert_str_eq(jstr(flagged, "RECAP_LOGG"), "unknown setting");
+    ck_assert_str_eq(jstr(flagged, "RECAP_HOOKS"), "not understood: auto|preload|cupti|off");
+    ck_assert(!jhas(flagged, "RECAP_LOG") && !jhas(flagged, "RECAP_CUDA_DRIVER"));
+    detail = jstr(check_named(doc, "hooks"), "detail");
+    ck_assert_msg(strstr(detail, "RECAP_HOOKS=of not understood: auto|preload|cupti|off (auto "
+                                 "used)") != NULL, "%s", detail);
+    jfree(doc);
+    out = probe(NO_DRIVER " RECAP_LOGG=info RECAP_HOOKS=of", "--check hooks", 0, &status);
+    line = strstr(out, "\nsettings ");
+    ck_assert_msg(line != NULL && strstr(line, " RECAP_LOGG=info (unknown setting)") != NULL &&
+                      strstr(line, " RECAP_HOOKS=of (not understood: auto|preload|cupti|off)"),
+                  "%s", out);
+    free(out);
+}
+END_TEST
+
+/* RECAP_HOOKS=off: the hooks check names the setting rather than advising LD_PRELOAD. */
+START_TEST(hooks_off_is_named_not_advised_around)
+{
+    int status;
+    json_t *doc = probe_json(NO_DRIVER " RECAP_HOOKS=off", "--check hooks", &status);
+    const char *detail = jstr(check_named(doc, "hooks"), "detail");
+
+    ck_assert_msg(strstr(detail, "front end: none (RECAP_HOOKS=off turns recap's front ends off") ==
+                      detail && strstr(detail, "LD_PRELOAD") == NULL, "%s", detail);
+    ck_assert(!jhas(jget(doc, "settings_flagged"), "RECAP_HOOKS"));
+    jfree(doc);
+}
+END_TEST
+
 /* A python3 on PATH that prints `script`'s lines (and then runs `then`): a stand-in for an
  * interpreter with or without torch. Returns the folder to put first on PATH. */
 static char *fake_python(const char *lines, const char *then)
@@ -990,7 +1034,8 @@ START_TEST(write_error_exits_1)
 }
 END_TEST
 
-/* The command sees librecap first in LD_PRELOAD, before what was there, and a report path. */
+/* The command sees recap's interposer object first in LD_PRELOAD, before what was there, and a
+ * report path. */
 START_TEST(run_preloads_recap_before_existing_preloads)
 {
     int status;
@@ -1002,8 +1047,9 @@ START_TEST(run_preloads_recap_before_existing_preloads)
     ck_assert_ptr_nonnull(line);
     bar = strchr(line, '|');
     ck_assert_ptr_nonnull(bar);
-    ck_assert_msg(strstr(line, "librecap.so") != NULL && strstr(line, "librecap.so") < bar, "%s",
-                  line);
+    ck_assert_msg(strncmp(line, "child:/", 7) == 0 &&
+                      strstr(line, "/librecap-preload.so:") != NULL &&
+                      strstr(line, "/librecap-preload.so:") < bar, "%s", line);
     ck_assert_msg(strncmp(bar - 10, ":libm.so.6|", 11) == 0, "%s", line);
     ck_assert_msg(bar[1] == '/' && strchr(bar + 1, '|') > bar + 2, "no report path: %s", line);
     free(out);
@@ -1268,6 +1314,8 @@ int main(void)
     tcase_add_test(tc, json_has_a_schema_and_the_facts_as_values_without_driver);
     tcase_add_test(tc, facts_of_checks_that_did_not_run_are_null);
     tcase_add_test(tc, settings_list_every_recap_variable_in_json_and_table);
+    tcase_add_test(tc, settings_recap_does_not_take_are_flagged_by_name);
+    tcase_add_test(tc, hooks_off_is_named_not_advised_around);
     tcase_add_test(tc, python_and_torch_versions_come_from_python3_on_path);
     tcase_add_test(tc, python_without_torch_says_so);
     tcase_add_test(tc, python_that_does_not_answer_is_cut_at_the_time_limit);

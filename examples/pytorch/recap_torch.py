@@ -18,7 +18,7 @@ What it gives a PyTorch training job (see README.md beside this file):
   written in Python (storage through ``untyped_storage().resize_``/``set_``, recording through
   grad mode, triggers through tensor hooks, saved inputs through ``ctx.save_for_backward``).
 - ``Graph``: ``torch.cuda.CUDAGraph`` plus the capture events recap needs when no hook reports
-  them (``recap_capture_prime`` ... ``recap_graph_will_launch``); under ``LD_PRELOAD=librecap.so``
+  them (``recap_capture_prime`` ... ``recap_graph_will_launch``); under ``LD_PRELOAD=librecap-preload.so``
   it makes none of those calls.
 """
 import contextlib
@@ -241,7 +241,7 @@ class Runtime:
 
     def needs_registration(self):
         """1 when no hook reports captures (this plugin then reports them itself), 0 when
-        recap's hooks do (LD_PRELOAD=librecap.so). Needs a GPU; outside any capture; cached."""
+        recap's hooks do (LD_PRELOAD=librecap-preload.so). Needs a GPU; outside any capture; cached."""
         if self._needs is None:
             v = ctypes.c_int()
             self.call("recap_capture_needs_registration", ctypes.byref(v))
@@ -629,7 +629,7 @@ class RecomputeRegion:
 class Graph:
     """torch.cuda.CUDAGraph with recap told of its capture, instantiation and launches.
 
-    explicit=None asks recap (recap_capture_needs_registration): with LD_PRELOAD=librecap.so the
+    explicit=None asks recap (recap_capture_needs_registration): with LD_PRELOAD=librecap-preload.so the
     hooks see torch's cudaStreamBeginCapture/EndCapture/GraphInstantiate/GraphLaunch and this
     class makes no recap call; without them it reports the events itself."""
 

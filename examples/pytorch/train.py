@@ -11,7 +11,7 @@ Checks (exit 1 on any failure):
     (K replays draw what K eager steps draw); losses agree with eager;
   - a dropout-only graph replays exactly the eager sequence of draws (default + forked state);
   - registration: without hooks the plugin reports captures itself (recap_capture_prime ...);
-    under LD_PRELOAD=librecap.so recap's hooks do and the plugin makes no capture call.
+    under LD_PRELOAD=librecap-preload.so recap's hooks do and the plugin makes no capture call.
 
 Usage: RECAP_LIB=/path/to/librecap.so python3 train.py [--expect explicit|preload] [--steps N]
 """

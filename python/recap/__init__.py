@@ -11,11 +11,12 @@ Importing ``recap`` needs neither torch nor a GPU; ``recap.torch`` and ``recap.m
 torch.
 """
 from ._lib import (RecapError, RecapNotFoundError, RecapStateError, RecapUnsupportedError,
-                   library_path)
+                   library_path, preload_path)
 from ._version import __version__
 
 __all__ = ["RecapError", "RecapNotFoundError", "RecapStateError", "RecapUnsupportedError",
-           "__version__", "abi_version", "library_version", "library_path"]
+           "__version__", "abi_version", "library_version", "library_path",
+           "preload_path"]
 
 
 def abi_version() -> tuple:

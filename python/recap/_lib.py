@@ -53,16 +53,20 @@ class _DlInfo(ctypes.Structure):
 
 
 def _preloaded():
-    """The librecap already in the process (LD_PRELOAD, or loaded globally by a plugin): its
-    hooks report captures to its own state, so the package must use that copy, never a second."""
+    """The librecap already in the process (LD_PRELOAD of its interposer object, or loaded
+    globally by a plugin): its hooks report captures to its own state, so the package must use
+    that copy, never a second."""
     try:
-        proc = ctypes.CDLL(None)
-        fn = proc.recap_abi_version
+        return _file_of(ctypes.CDLL(None).recap_abi_version)
     except (OSError, AttributeError):
         return None
+
+
+def _file_of(fn):
+    """The file of the object that defines the function `fn` (dladdr), or None."""
     info = _DlInfo()
     try:
-        dladdr = proc.dladdr
+        dladdr = ctypes.CDLL(None).dladdr
         dladdr.argtypes = [ctypes.c_void_p, ctypes.POINTER(_DlInfo)]
         if dladdr(ctypes.cast(fn, ctypes.c_void_p), ctypes.byref(info)) and info.dli_fname:
             return os.fsdecode(info.dli_fname)  # a path is bytes: any, not only UTF-8
@@ -128,6 +132,13 @@ def lib() -> ctypes.CDLL:
 def library_path() -> str:
     lib()
     return _path or ""
+
+
+def preload_path() -> str:
+    """recap's interposer object, the file LD_PRELOAD names for recap's LD_PRELOAD front end
+    (librecap itself interposes nothing): librecap-preload.so beside the loaded librecap."""
+    path = _file_of(lib().recap_abi_version) or library_path()
+    return os.path.join(os.path.dirname(os.path.realpath(path)), "librecap-preload.so")
 
 
 def last_error() -> str:

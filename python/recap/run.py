@@ -4,7 +4,8 @@
     recap-run [--no-preload] [--no-megatron] COMMAND [ARGS...]
     recap-run torchrun --nproc-per-node 8 train.py ...
 
-It sets LD_PRELOAD to librecap (captures seen by the hooks, recap's own generators registered
+It sets LD_PRELOAD to recap's interposer object, librecap-preload.so (captures seen by the
+hooks, recap's own generators registered
 automatically), and puts the folder of recap's sitecustomize (that file alone) first on
 PYTHONPATH, so every Python process (torchrun's workers too, which inherit the environment) uses
 recap.megatron in place of Megatron-Core's tensor_parallel.random, with automatic registration
@@ -20,13 +21,13 @@ import sys
 from typing import List, Optional
 
 USAGE = ("usage: recap-run [--no-preload] [--no-megatron] COMMAND [ARGS...]\n"
-         "Runs COMMAND with librecap preloaded and recap.megatron in place of Megatron-Core's\n"
+         "Runs COMMAND with recap's LD_PRELOAD front end and recap.megatron in place of Megatron-Core's\n"
          "tensor_parallel.random in every Python process it starts.\n")
 
 
 def environment(env: dict, preload: bool = True, megatron: bool = True) -> dict:
     """The environment recap-run gives the command."""
-    from . import library_path
+    from . import library_path, preload_path
     out = dict(env)
     here = os.path.dirname(os.path.abspath(__file__))
     auto = os.path.join(here, "_autoload")
@@ -37,10 +38,10 @@ def environment(env: dict, preload: bool = True, megatron: bool = True) -> dict:
     if not megatron:
         out["RECAP_MEGATRON"] = "0"
     if preload:
-        lib = library_path()
-        old = [p for p in out.get("LD_PRELOAD", "").split(":") if p and p != lib]
-        out["LD_PRELOAD"] = ":".join([lib] + old)
-        out.setdefault("RECAP_LIB", lib)
+        interposer = preload_path()
+        old = [p for p in out.get("LD_PRELOAD", "").split(":") if p and p != interposer]
+        out["LD_PRELOAD"] = ":".join([interposer] + old)
+        out.setdefault("RECAP_LIB", library_path())
     return out
 
 

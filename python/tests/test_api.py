@@ -200,7 +200,8 @@ class RecapRun(unittest.TestCase):
         r = self.run_tool(sys.executable, "-c", code)
         self.assertEqual(r.returncode, 0, r.stderr)
         first, path0 = r.stdout.split()
-        self.assertTrue(os.path.samefile(first, recap.library_path()))
+        self.assertTrue(os.path.samefile(first, recap.preload_path()))
+        self.assertEqual(os.path.basename(first), "librecap-preload.so")
         self.assertTrue(path0.endswith(os.path.join("recap", "_autoload")), path0)
         r = self.run_tool("--no-preload", sys.executable, "-c",
                           "import os; print(os.environ.get('LD_PRELOAD', ''))")

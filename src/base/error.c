@@ -1,29 +1,73 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #include "config.h"
 
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 
 #include "base/error.h"
 #include "base/log.h"
 
-/* One buffer per thread: messages never race and need no allocation. */
-static _Thread_local char last_error[512];
+/*
+ * One buffer per thread, so messages never race: allocated at the thread's first failure and
+ * freed when the thread ends (a pthread key's destructor). Thread-local storage holds only the
+ * two pointers, in the initial-exec model: librecap's whole TLS block is static TLS, which a late
+ * dlopen (Python's ctypes, a framework plugin) must find in glibc's small surplus, so it stays a
+ * few words (tests/late_dlopen.sh). Without memory for a buffer, the message is the status's.
+ */
+#define MESSAGE_LEN 512
+static __thread char *buffer __attribute__((tls_model("initial-exec")));
+static __thread const char *message __attribute__((tls_model("initial-exec")));
+static pthread_key_t key;
+static pthread_once_t key_once = PTHREAD_ONCE_INIT;
+static int have_key;
+
+/* At thread exit. A later failure in another key's destructor allocates again (glibc runs the
+ * destructors again for keys set meanwhile). */
+static void buffer_free(void *p)
+{
+    free(p);
+    buffer = NULL;
+    message = NULL;
+}
+
+static void key_create(void)
+{
+    have_key = pthread_key_create(&key, buffer_free) == 0;
+}
+
+static char *thread_buffer(void)
+{
+    if (buffer == NULL) {
+        pthread_once(&key_once, key_create);
+        buffer = malloc(MESSAGE_LEN);
+        if (buffer != NULL && have_key)
+            pthread_setspecific(key, buffer);
+    }
+    return buffer;
+}
 
 recap_status_t recap__fail(recap_status_t status, const char *fmt, ...)
 {
+    char *buf = thread_buffer();
     va_list ap;
 
+    if (buf == NULL) {
+        message = recap_strerror(status);
+        return status;
+    }
     va_start(ap, fmt);
-    vsnprintf(last_error, sizeof(last_error), fmt, ap);
+    vsnprintf(buf, MESSAGE_LEN, fmt, ap);
     va_end(ap);
-    recap__log(RECAP_LOG_DEBUG, "%s: %s", recap_strerror(status), last_error);
+    message = buf;
+    recap__log(RECAP_LOG_DEBUG, "%s: %s", recap_strerror(status), buf);
     return status;
 }
 
 const char *recap_last_error(void)
 {
-    return last_error;
+    return message != NULL ? message : "";
 }
 
 const char *recap_strerror(recap_status_t status)

@@ -14,6 +14,7 @@
 #include "base/ident.h"
 #include "base/log.h"
 #include "base/sink.h"
+#include "base/settings.h"
 
 #define SINK_UNOPENED (-2)
 
@@ -28,9 +29,9 @@ static int sink_per_process; /* the name has a %p: a forked child opens its own 
 
 static void read_settings(void)
 {
-    /* Indexes are the RECAP_LOG_* levels; "0" (after them) is off too. */
-    static const char *const levels[] = {"off", "warn", "info", "debug", "0", NULL};
-    static const char *const flags[] = {"0", "1", NULL};
+    /* Indexes are the RECAP_LOG_* levels; "0" (after them) is off too (src/base/settings.c). */
+    const char *const *levels = recap__setting_choices("RECAP_LOG");
+    const char *const *flags = recap__setting_choices("RECAP_LOG_TIME");
     int level;
 
     log_time = recap__env_choice("RECAP_LOG_TIME", flags, 0, 0); /* first: warnings show it */

@@ -13,7 +13,6 @@
 #include "base/error.h"
 #include "base/lock.h"
 #include "base/log.h"
-#include "base/symver.h"
 #include "base/ptrmap.h"
 #include "capture/capture.h"
 #include "capture/order.h"
@@ -155,7 +154,6 @@ recap_status_t recap_graph_conditional_added(recap_graph_t graph, recap_graph_no
     }
     return RECAP_OK;
 }
-RECAP__SINCE(recap_graph_conditional_added, "RECAP_1.5");
 
 static int owned_by(void *val, void *graph)
 {
@@ -984,7 +982,6 @@ recap_status_t recap_graph_exec_updated(recap_graph_exec_t exec, recap_graph_t g
     st = install((CUgraphExec)exec, plan);
     return why[0] != '\0' ? refused(why) : st;
 }
-RECAP__SINCE(recap_graph_exec_updated, "RECAP_1.5");
 
 /* Child c of plan p now draws `now`: every other part drawing from one of those generators must
  * be ordered with it, by what each draws now (after its own updates). Two walks of the top
@@ -1083,7 +1080,6 @@ recap_status_t recap_graph_exec_child_updated(recap_graph_exec_t exec, recap_gra
     }
     return w.why[0] != '\0' ? refused(w.why) : st;
 }
-RECAP__SINCE(recap_graph_exec_child_updated, "RECAP_1.5");
 
 /* ------------------------------------------------------------------ ordering across streams */
 

@@ -9,7 +9,6 @@
 #include "base/error.h"
 #include "base/nvtx.h"
 #include "base/log.h"
-#include "base/symver.h"
 #include "base/ptrmap.h"
 #include "capture/capture.h"
 #include "driver/driver.h"
@@ -436,4 +435,3 @@ recap_status_t recap_graph_launched(recap_graph_exec_t exec, recap_stream_t stre
     recap__record_unref(r);
     return st;
 }
-RECAP__SINCE(recap_graph_launched, "RECAP_1.5");

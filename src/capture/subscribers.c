@@ -13,7 +13,6 @@
 #include <stdlib.h>
 
 #include "base/error.h"
-#include "base/symver.h"
 #include "base/log.h"
 #include "capture/capture.h"
 
@@ -139,7 +138,6 @@ recap_status_t recap_capture_subscribe(uint32_t events_mask, recap_capture_subsc
     *sub_p = s;
     return RECAP_OK;
 }
-RECAP__SINCE(recap_capture_subscribe, "RECAP_1.2");
 
 recap_status_t recap_capture_unsubscribe(recap_subscription_h sub)
 {
@@ -165,7 +163,6 @@ recap_status_t recap_capture_unsubscribe(recap_subscription_h sub)
     free(sub);
     return RECAP_OK;
 }
-RECAP__SINCE(recap_capture_unsubscribe, "RECAP_1.2");
 
 recap_status_t recap_capture_subscription_stats(recap_subscription_h sub, uint64_t *delivered_p,
                                                 uint64_t *failed_p)
@@ -175,7 +172,6 @@ recap_status_t recap_capture_subscription_stats(recap_subscription_h sub, uint64
     *failed_p = __atomic_load_n(&sub->failed, __ATOMIC_RELAXED);
     return RECAP_OK;
 }
-RECAP__SINCE(recap_capture_subscription_stats, "RECAP_1.2");
 
 recap_status_t recap_capture_subscribers(size_t *count_p)
 {
@@ -183,7 +179,6 @@ recap_status_t recap_capture_subscribers(size_t *count_p)
     *count_p = (size_t)__atomic_load_n(&nsubs, __ATOMIC_ACQUIRE);
     return RECAP_OK;
 }
-RECAP__SINCE(recap_capture_subscribers, "RECAP_1.2");
 
 uint64_t recap__events_subscribed(void)
 {

@@ -7,7 +7,6 @@
 #include "config.h"
 
 #include "base/error.h"
-#include "base/symver.h"
 #include "driver/driver.h"
 
 /* The driver table, when it has the entry point `field`. */
@@ -34,7 +33,6 @@ recap_status_t recap_host_alloc(int device, size_t bytes, void **ptr_p)
     *ptr_p = p;
     return RECAP_OK;
 }
-RECAP__SINCE(recap_host_alloc, "RECAP_1.1");
 
 recap_status_t recap_host_free(int device, void *ptr)
 {
@@ -43,7 +41,6 @@ recap_status_t recap_host_free(int device, void *ptr)
     RECAP_IN_DEVICE(device, "cuMemFreeHost", drv->cuMemFreeHost(ptr));
     return RECAP_OK;
 }
-RECAP__SINCE(recap_host_free, "RECAP_1.1");
 
 recap_status_t recap_memcpy_to_device_async(int device, void *dst, const void *src, size_t bytes,
                                             recap_stream_t stream)
@@ -59,7 +56,6 @@ recap_status_t recap_memcpy_to_device_async(int device, void *dst, const void *s
     }
     return RECAP_OK;
 }
-RECAP__SINCE(recap_memcpy_to_device_async, "RECAP_1.1");
 
 recap_status_t recap_memcpy_to_host_async(int device, void *dst, const void *src, size_t bytes,
                                           recap_stream_t stream)
@@ -75,7 +71,6 @@ recap_status_t recap_memcpy_to_host_async(int device, void *dst, const void *src
     }
     return RECAP_OK;
 }
-RECAP__SINCE(recap_memcpy_to_host_async, "RECAP_1.1");
 
 recap_status_t recap_stream_host_func(int device, recap_stream_t stream, void (*fn)(void *data),
                                       void *data)
@@ -86,4 +81,3 @@ recap_status_t recap_stream_host_func(int device, recap_stream_t stream, void (*
                     drv->cuLaunchHostFunc((CUstream)stream, fn, data));
     return RECAP_OK;
 }
-RECAP__SINCE(recap_stream_host_func, "RECAP_1.1");

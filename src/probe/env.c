@@ -4,9 +4,12 @@
 
 #include <dlfcn.h>
 #include <stdio.h>
+#include <strings.h>
 
 #include "base/dl.h"
+#include "base/env.h"
 #include "base/error.h"
+#include "base/settings.h"
 #include "probe/probe.h"
 
 typedef int (*runtime_version_fn)(int *);
@@ -128,6 +131,27 @@ static void cupti_held(recap__probe_out_t *out)
         recap__probe_say(out, "; CUPTI: held by another subscriber (a profiler?)");
 }
 
+/* Whether RECAP_HOOKS says off. */
+static int hooks_off(void)
+{
+    const char *v = recap__env("RECAP_HOOKS");
+
+    return v != NULL && strcasecmp(v, "off") == 0;
+}
+
+/* A RECAP_HOOKS value recap does not take is named: the front end shown is auto's. */
+static void hooks_not_understood(recap__probe_out_t *out)
+{
+    const char *v = recap__env("RECAP_HOOKS");
+    char entry[256], why[128];
+
+    if (v == NULL)
+        return;
+    snprintf(entry, sizeof(entry), "RECAP_HOOKS=%s", v);
+    if (recap__setting_check(entry, why, sizeof(why)) != RECAP__SETTING_OK)
+        recap__probe_say(out, "; RECAP_HOOKS=%s %s (auto used)", v, why);
+}
+
 void recap__probe_hooks(recap__probe_out_t *out)
 {
     recap_hooks_t hooks;
@@ -139,10 +163,15 @@ void recap__probe_hooks(recap__probe_out_t *out)
         return;
     }
     recap__probe_say(out, "front end: %s", recap_hooks_name(hooks));
-    if (hooks == RECAP_HOOKS_NONE)
+    if (hooks == RECAP_HOOKS_NONE && hooks_off())
+        recap__probe_say(out, " (RECAP_HOOKS=%s turns recap's front ends off: recap sees a "
+                         "capture only when the host reports it or calls "
+                         "recap_capture_prime)", recap__env("RECAP_HOOKS"));
+    else if (hooks == RECAP_HOOKS_NONE)
         recap__probe_say(out, " (explicit mode: recap sees a capture only when the host reports "
                          "it or calls recap_capture_prime; run the job under recap-probe --run "
-                         "or LD_PRELOAD=librecap.so)");
+                         "or LD_PRELOAD=librecap-preload.so)");
+    hooks_not_understood(out);
     st = recap_cupti_is_free(&free_);
     if (st == RECAP_OK && !free_ && hooks != RECAP_HOOKS_CUPTI && hooks != RECAP_HOOKS_INJECTION)
         cupti_held(out);

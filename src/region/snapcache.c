@@ -9,6 +9,7 @@
 #include "config.h"
 
 #include <pthread.h>
+#include <stdlib.h>
 
 #include "region/region.h"
 
@@ -17,31 +18,35 @@
 typedef struct {
     recap_snapshot_h s[CACHE_MAX];
     int n;
-    int registered;
 } cache_t;
 
-static _Thread_local cache_t cache;
+/* Allocated at the thread's first put: thread-local storage holds one pointer (librecap's TLS is
+ * static TLS, kept to a few words: src/base/error.c says why). */
+static __thread cache_t *cache __attribute__((tls_model("initial-exec")));
 static pthread_key_t key;
 static pthread_once_t key_once = PTHREAD_ONCE_INIT;
+static int have_key;
 
 /* Threads other than the main one give their cached snapshots back when they end. */
 static void cache_free(void *arg)
 {
     cache_t *c = arg;
 
+    cache = NULL;
     while (c->n > 0)
         recap_snapshot_destroy(c->s[--c->n]);
+    free(c);
 }
 
 static void key_create(void)
 {
-    pthread_key_create(&key, cache_free);
+    have_key = pthread_key_create(&key, cache_free) == 0;
 }
 
 recap_status_t recap__snap_get(recap_snapshot_h *snap_p)
 {
-    if (cache.n > 0) {
-        *snap_p = cache.s[--cache.n];
+    if (cache != NULL && cache->n > 0) {
+        *snap_p = cache->s[--cache->n];
         return RECAP_OK;
     }
     return recap_snapshot_create(snap_p);
@@ -49,14 +54,17 @@ recap_status_t recap__snap_get(recap_snapshot_h *snap_p)
 
 void recap__snap_put(recap_snapshot_h snap)
 {
-    if (cache.n == CACHE_MAX) {
+    if (cache == NULL) {
+        pthread_once(&key_once, key_create);
+        cache = have_key ? malloc(sizeof(*cache)) : NULL;
+        if (cache != NULL) {
+            cache->n = 0;
+            pthread_setspecific(key, cache);
+        }
+    }
+    if (cache == NULL || cache->n == CACHE_MAX) {
         recap_snapshot_destroy(snap);
         return;
     }
-    if (!cache.registered) {
-        pthread_once(&key_once, key_create);
-        pthread_setspecific(key, &cache);
-        cache.registered = 1;
-    }
-    cache.s[cache.n++] = snap;
+    cache->s[cache->n++] = snap;
 }

@@ -14,7 +14,6 @@
 #include <string.h>
 
 #include "base/error.h"
-#include "base/symver.h"
 #include "base/handle.h"
 #include "base/log.h"
 #include "rng/generator.h"
@@ -327,7 +326,6 @@ recap_status_t recap_generator_create_framework(const recap_framework_ops_t *ops
     *gen_p = gen;
     return RECAP_OK;
 }
-RECAP__SINCE(recap_generator_create_framework, "RECAP_1.2");
 
 void recap__fw_destroy(recap_generator_h gen)
 {
@@ -352,7 +350,6 @@ recap_status_t recap_generator_is_framework(recap_generator_h gen, int *is_frame
     *is_framework_p = gen->fw != NULL;
     return RECAP_OK;
 }
-RECAP__SINCE(recap_generator_is_framework, "RECAP_1.2");
 
 recap_status_t recap_generator_needs_registration(recap_generator_h gen, int *needs_p)
 {
@@ -374,7 +371,6 @@ recap_status_t recap_generator_needs_registration(recap_generator_h gen, int *ne
     *needs_p = needs != 0;
     return RECAP_OK;
 }
-RECAP__SINCE(recap_generator_needs_registration, "RECAP_1.2");
 
 recap_status_t recap_framework_generators(recap_framework_info_t *info, size_t cap,
                                           size_t *count_p)
@@ -396,7 +392,6 @@ recap_status_t recap_framework_generators(recap_framework_info_t *info, size_t c
     *count_p = n;
     return RECAP_OK;
 }
-RECAP__SINCE(recap_framework_generators, "RECAP_1.2");
 
 /* Under the registry's lock, so no generator goes while its value is read: a framework operation
  * cannot create or destroy generators (the in-op guard refuses it), so the lock cannot be asked

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/settings.h"
 #include "tools/facts.h"
 #include "tools/json.h"
 #include "tools/manual.h"
@@ -174,6 +175,28 @@ static void json_python(const probe_python_t *p)
     putchar('}');
 }
 
+/* The settings recap does not take (src/base/settings.c), by name, with why. */
+static void json_settings_flagged(char *const *settings)
+{
+    size_t i, n = 0;
+    char why[256];
+
+    fputs(",\"settings_flagged\":{", stdout);
+    for (i = 0; settings != NULL && settings[i] != NULL; i++) {
+        const char *eq = strchr(settings[i], '=');
+        char name[256];
+
+        if (recap__setting_check(settings[i], why, sizeof(why)) == RECAP__SETTING_OK)
+            continue;
+        snprintf(name, sizeof(name), "%.*s", (int)(eq - settings[i]), settings[i]);
+        printf("%s", n++ ? "," : "");
+        json_string(name);
+        putchar(':');
+        json_string(why);
+    }
+    putchar('}');
+}
+
 static void json_settings(char *const *settings)
 {
     size_t i;
@@ -215,6 +238,7 @@ void facts_json(const probe_facts_t *f)
                                           : f->registration_needed ? "true" : "false");
     json_python(&f->python);
     json_settings(f->settings);
+    json_settings_flagged(f->settings);
 }
 
 /* The table's fact lines start where its details do. */
@@ -237,12 +261,16 @@ static void table_python(const probe_python_t *p, int width)
 
 static void table_settings(char *const *settings, int width)
 {
-    char text[4096] = "";
+    char text[4096] = "", why[256];
     size_t i, len = 0;
 
-    for (i = 0; settings != NULL && settings[i] != NULL && len + 2 < sizeof(text); i++)
+    for (i = 0; settings != NULL && settings[i] != NULL && len + 2 < sizeof(text); i++) {
         len += (size_t)snprintf(text + len, sizeof(text) - len, "%s%s", i ? " " : "",
                                 settings[i]);
+        if (recap__setting_check(settings[i], why, sizeof(why)) != RECAP__SETTING_OK &&
+            len + 2 < sizeof(text))
+            len += (size_t)snprintf(text + len, sizeof(text) - len, " (%s)", why);
+    }
     printf("%-*s", FACT_COL, "settings");
     tool_wrap(stdout, len > 0 ? text : "none (no RECAP_* variable is set)", FACT_COL, FACT_COL,
               width);

@@ -6,6 +6,8 @@
  * `recap-probe --help` is the manual.
  */
 #define _GNU_SOURCE
+#include "config.h"
+
 #include <dlfcn.h>
 #include <errno.h>
 #include <getopt.h>
@@ -61,14 +63,17 @@ static void manual(man_format_t format)
              "document also holds the facts the checks state in prose, as values: driver and "
              "runtime versions, the devices (name, compute capability, memory), the front end "
              "and CUPTI's state (the latter two when the hooks check ran), whether registration "
-             "is needed (when that check ran), Python and torch, and the RECAP_* settings. Its "
+             "is needed (when that check ran), Python and torch, and the RECAP_* settings (those "
+             "recap does not know or whose value it does not take named in settings_flagged, "
+             "and marked so in the table's settings line). Its "
              "\"schema\" number changes when a member goes away or changes meaning; new "
              "members may appear without it. Detail lines wrap to the terminal's width "
              "(COLUMNS, else the tty's); written to a file or a pipe they do not wrap.");
-    man_para(&m, "With --run, runs COMMAND with recap preloaded (LD_PRELOAD=the librecap.so this "
-             "tool uses, before any LD_PRELOAD already set) and RECAP_REPORT=a temporary file, "
-             "waits for it (as long as it runs: bound it with timeout(1) if need be), and "
-             "prints what recap saw in it by its exit: the interception front "
+    man_para(&m, "With --run, runs COMMAND with recap preloaded (LD_PRELOAD=the "
+             RECAP_INTERPOSER_SONAME " beside the librecap this tool uses, before any LD_PRELOAD "
+             "already set) and RECAP_REPORT=a temporary file, waits for it (as long as it runs: "
+             "bound it with timeout(1) if need be), and prints what recap saw in it by its exit: "
+             "the interception front "
              "end, captures, graphs drawing random numbers, their launches, launches that "
              "rewrote device slots, generator states primed and RNG records still live. The "
              "command's own output goes where it would; recap-probe's comes after it (with "
@@ -417,17 +422,23 @@ static int parse_report(const char *text, report_t *r)
     }
 }
 
-/* The librecap.so this tool runs with: the one to preload into the command. */
+/* The interposer object beside the librecap this tool runs with: the one to preload into the
+ * command (librecap itself interposes nothing). */
 static int library_path(char *buf, size_t len)
 {
     void *sym = dlsym(RTLD_DEFAULT, "recap_probe_run");
+    char lib[PATH_MAX];
+    const char *slash;
     Dl_info info;
 
     if (sym == NULL || dladdr(sym, &info) == 0 || info.dli_fname == NULL)
         return -1;
-    if (info.dli_fname[0] == '/' || realpath(info.dli_fname, buf) == NULL)
-        snprintf(buf, len, "%s", info.dli_fname);
-    return 0;
+    if (info.dli_fname[0] == '/' || realpath(info.dli_fname, lib) == NULL)
+        snprintf(lib, sizeof(lib), "%s", info.dli_fname);
+    slash = strrchr(lib, '/');
+    snprintf(buf, len, "%.*s" RECAP_INTERPOSER_SONAME, slash != NULL ? (int)(slash - lib + 1) : 0,
+             lib);
+    return access(buf, R_OK) == 0 ? 0 : -1;
 }
 
 /* The environment with LD_PRELOAD (recap first) and RECAP_REPORT set. */
@@ -697,7 +708,8 @@ static int run_command(char **argv, int json)
     report_t *r = calloc(1, sizeof(*r));
 
     if (library_path(lib, sizeof(lib)) != 0) {
-        fprintf(stderr, "recap-probe: cannot find the librecap.so this tool uses\n");
+        fprintf(stderr, "recap-probe: cannot find " RECAP_INTERPOSER_SONAME " beside the librecap "
+                "this tool uses\n");
         return EXIT_FAILURE;
     }
     snprintf(report, sizeof(report), "%s/recap-report-XXXXXX", tmp != NULL && *tmp ? tmp : "/tmp");

@@ -11,8 +11,9 @@
 #include <string.h>
 
 #include "base/alloc.h"
+#include "base/env.h"
 #include "base/error.h"
-#include "base/symver.h"
+#include "base/settings.h"
 #include "capture/capture.h"
 #include "tracker/tracker.h"
 
@@ -64,9 +65,9 @@ struct recap_exact_scope {
 
 static int exact_enabled(void)
 {
-    const char *v = getenv("RECAP_EXACT_CAPTURE");
-
-    return v == NULL || strcmp(v, "0") != 0;
+    /* "1" (index 0) or unset: on; "0": off; anything else is warned about, and on. */
+    return recap__env_choice("RECAP_EXACT_CAPTURE", recap__setting_choices("RECAP_EXACT_CAPTURE"),
+                             0, 0) == 0;
 }
 
 static void scope_free(recap_exact_scope_h s)
@@ -166,7 +167,6 @@ recap_status_t recap_exact_capture_enter(recap_exact_scope_h *scope_p)
     *scope_p = s;
     return RECAP_OK;
 }
-RECAP__SINCE(recap_exact_capture_enter, "RECAP_1.4");
 
 /* Trackers first (their generators' values with them), then the framework generators that no
  * tracker drives, which get the same values again where one does. */
@@ -201,7 +201,6 @@ recap_status_t recap_exact_capture_leave(recap_exact_scope_h scope)
     scope_free(scope);
     return first;
 }
-RECAP__SINCE(recap_exact_capture_leave, "RECAP_1.4");
 
 void recap__scope_atfork(recap__atfork_t when)
 {

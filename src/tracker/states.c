@@ -7,7 +7,6 @@
 
 #include "base/alloc.h"
 #include "base/error.h"
-#include "base/symver.h"
 #include "base/handle.h"
 #include "tracker/tracker.h"
 
@@ -82,7 +81,6 @@ recap_status_t recap_tracker_state_object(recap_tracker_h tracker, const char *n
     recap__unlock(&tracker->lock);
     return st;
 }
-RECAP__SINCE(recap_tracker_state_object, "RECAP_1.2");
 
 /* The used seeds stay as they are, as in Megatron. */
 static void mark_initialized(recap_tracker_h t, void *arg)
@@ -127,7 +125,6 @@ recap_status_t recap_states_create(recap_states_h *states_p)
     *states_p = s;
     return RECAP_OK;
 }
-RECAP__SINCE(recap_states_create, "RECAP_1.2");
 
 recap_status_t recap_states_put(recap_states_h states, const char *name,
                                 const uint8_t state[RECAP_STATE_BYTES])
@@ -161,7 +158,6 @@ recap_status_t recap_states_put(recap_states_h states, const char *name,
     states->e[i].offset = offset;
     return RECAP_OK;
 }
-RECAP__SINCE(recap_states_put, "RECAP_1.2");
 
 recap_status_t recap_states_free(recap_states_h states)
 {

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 // 10^6 non-graph launches of an empty kernel (cudaLaunchKernel through nvcc's static cudart);
-// run with and without LD_PRELOAD=librecap.so (and with the CUPTI front end installed: --cupti)
+// run with and without LD_PRELOAD=librecap-preload.so (and with the CUPTI front end installed: --cupti)
 // to show what recap's hooks cost calls they do not care about. The host time of the launch
 // calls alone is measured: 5000 batches of 200 launches, each batch timed around its launch loop
 // and drained (untimed) before the next, so a full launch queue never turns the figure into the

@@ -1,6 +1,6 @@
 # SPDX-License-Identifier: Apache-2.0
 # An unmodified PyTorch job that captures and replays CUDA graphs with dropout inside. Run it
-# plain and with LD_PRELOAD=librecap.so: the outputs must be identical and the replay time within
+# plain and with LD_PRELOAD=librecap-preload.so: the outputs must be identical and the replay time within
 # 2 %. Writes the outputs and the median replay time to the file given as argv[1].
 import statistics
 import sys

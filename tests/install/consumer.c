@@ -2,8 +2,11 @@
 /*
  * A program from outside recap's build, compiled against an installed recap (found through
  * pkg-config or CMake's find_package by tests/install/check-installed): the headers' version
- * macros must match the library it runs with, and a host generator must draw.
+ * macros must match the library it runs with, and a host generator must draw. It says which
+ * file the library was loaded from (a moved prefix must use its own).
  */
+#define _GNU_SOURCE
+#include <dlfcn.h>
 #include <recap.h>
 #include <stdio.h>
 #include <string.h>
@@ -31,6 +34,7 @@ static int drew_the_same_twice(void)
 int main(void)
 {
     char parts[64];
+    Dl_info info;
     int ok;
 
     snprintf(parts, sizeof(parts), "%d.%d.%d", RECAP_VERSION_MAJOR, RECAP_VERSION_MINOR,
@@ -43,5 +47,7 @@ int main(void)
     printf("consumer (%s): headers %s (RECAP_VERSION_CODE %d), library %s, ABI %d.%d: %s\n",
            CONSUMER_HOW, RECAP_VERSION_STRING, RECAP_VERSION_CODE, recap_version_string(),
            recap_abi_version() >> 16, recap_abi_version() & 0xffff, ok ? "ok" : "MISMATCH");
+    if (dladdr(dlsym(RTLD_DEFAULT, "recap_abi_version"), &info) != 0 && info.dli_fname != NULL)
+        printf("consumer: library file %s\n", info.dli_fname);
     return ok ? 0 : 1;
 }
