@@ -19,7 +19,7 @@ import tempfile
 
 REPORT_KEYS = ["schema", "recap", "time", "host", "pid", "rank", "hooks", "captures",
                "graphs_with_rng", "launches", "slot_writes", "states_primed", "live_records",
-               "framework_generators", "frameworks", "subscriptions"]
+               "framework_generators", "frameworks", "subscriptions", "settings_flagged"]
 PIECES = [b"\n", b"\r", b"\t", b'"', b"\\", b"\x01", b"\x1f", b"\x7f", b"\xc3\xa9",
           b"\xe2\x82\xac", b"\xf0\x9f\x98\x80", b"\xc3", b"\xe2\x82", b"\xed\xa0\x80",
           b"\xc0\xaf", b"\xff", b",", b"a", b"\xef\xbf\xbd"]
@@ -91,6 +91,8 @@ def check_report(line, names):
         fail(f"report keys {list(line)}")
     if type(line["schema"]) is not int or line["schema"] != 2:
         fail(f"schema {line['schema']!r}")
+    if not isinstance(line["settings_flagged"], list):
+        fail(f"settings_flagged {line['settings_flagged']!r} is not an array")
     if line["frameworks"] != expected_names(names):
         fail(f"frameworks {line['frameworks']!r}, not {expected_names(names)!r}")
     if line["framework_generators"] != len(names):

@@ -21,7 +21,10 @@
 
 #include "testutil.h"
 
-#define PROBE RECAP_BUILDDIR "/src/tools/recap-probe"
+/* The program itself, not libtool's wrapper script, whose helpers (sed, ls) would load recap too. */
+#define PROBE RECAP_BUILDDIR "/src/tools/.libs/recap-probe"
+/* The preload front end reports only where the interposer object is loaded. */
+#define PRELOAD RECAP_BUILDDIR "/src/.libs/librecap-preload.so"
 #define HUNG_AFTER_S 60 /* far beyond what a run takes: only a process that waits forever */
 /* recap-probe --check hooks with RECAP_HOOKS=preload logs exactly this at info. */
 #define FRONT_END_LINE "recap INFO interception front end: preload"
@@ -44,12 +47,15 @@ static char *run_probe(char *const *extra, int *status_p)
 
     ck_assert_int_ge(errfd, 0);
     for (i = 0; environ[i] != NULL && n < 40; i++)
-        if (strncmp(environ[i], "RECAP_", 6) != 0 && strncmp(environ[i], "RANK=", 5) != 0)
+        if (strncmp(environ[i], "RECAP_", 6) != 0 && strncmp(environ[i], "RANK=", 5) != 0 &&
+            strncmp(environ[i], "LD_PRELOAD=", 11) != 0)
             envp[n++] = environ[i];
     envp[n++] = (char *)"RECAP_CUDA_DRIVER=/nonexistent";
     envp[n++] = (char *)"RECAP_PROBE_PYTHON_TIMEOUT=0";
     envp[n++] = (char *)"RECAP_HOOKS=preload";
     envp[n++] = (char *)"RECAP_LOG=info";
+    envp[n++] = (char *)tu_preload_env(PRELOAD);
+    envp[n++] = (char *)"LD_LIBRARY_PATH=" RECAP_BUILDDIR "/src/.libs";
     for (i = 0; extra[i] != NULL; i++)
         envp[n++] = extra[i];
     envp[n] = NULL;
@@ -169,11 +175,13 @@ START_TEST(sinks_that_could_block_never_hang_the_host)
         if (use_rep && refused(rk))
             ck_assert_msg(strstr(err, "no report written") != NULL, "%s", err);
         if (lreader >= 0) { /* nothing went into a FIFO */
-            ck_assert_int_le(read(lreader, buf, sizeof(buf)), 0);
+            ck_assert_msg(read(lreader, buf, sizeof(buf)) <= 0, "round %d: the log went into a "
+                          "FIFO (report: %s %d): %s", round, kind_names[rk], use_rep, err);
             close(lreader);
         }
         if (rreader >= 0) {
-            ck_assert_int_le(read(rreader, buf, sizeof(buf)), 0);
+            ck_assert_msg(read(rreader, buf, sizeof(buf)) <= 0, "round %d: a report went into a "
+                          "FIFO (log: %s %d): %s", round, kind_names[lk], use_log, err);
             close(rreader);
         }
         free(err);

@@ -10,14 +10,17 @@
 #include "base/env.h"
 #include "base/sink.h"
 
-/* Whether the open file fd is one of the process's standard streams (/dev/stderr and such). */
-static int standard_stream(const struct stat *st)
+/* Whether the file recap opened as `opened` is one of the process's standard streams
+ * (/dev/stderr and such). A standard stream the process had closed is none: open() may have
+ * handed recap that very number (sed, for one, closes its stdout before exit handlers run). */
+static int standard_stream(int opened, const struct stat *st)
 {
     struct stat s;
     int fd;
 
     for (fd = 0; fd <= 2; fd++)
-        if (fstat(fd, &s) == 0 && s.st_dev == st->st_dev && s.st_ino == st->st_ino)
+        if (fd != opened && fstat(fd, &s) == 0 && s.st_dev == st->st_dev &&
+            s.st_ino == st->st_ino)
             return 1;
     return 0;
 }
@@ -66,7 +69,7 @@ int recap__sink_open(const char *var, const char *spec, const char *path, int fl
     }
     if (S_ISREG(st.st_mode) || dev_null(&st))
         return fd; /* never blocks (O_NONBLOCK changes nothing there) */
-    if (isatty(fd) || standard_stream(&st)) {
+    if (isatty(fd) || standard_stream(fd, &st)) {
         /* the process's own terminal or stream: written as the process writes to it */
         fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
         return fd;
