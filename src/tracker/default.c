@@ -5,15 +5,34 @@
 #include "base/error.h"
 #include "tracker/tracker.h"
 
+/* Held while the default tracker is created or destroyed, which runs framework operations: one
+ * of them may fork, and the fork handlers must then not wait for the lock the thread holds. */
 static recap__lock_t default_lock = RECAP_LOCK_INIT;
 static recap_tracker_h default_tracker;
+static __thread int holding;
+static int fork_took; /* the forking thread took the lock in the prepare step */
+
+static void lock_default(void)
+{
+    recap__lock(&default_lock);
+    holding = 1;
+}
+
+static void unlock_default(void)
+{
+    holding = 0;
+    recap__unlock(&default_lock);
+}
 
 void recap__default_tracker_atfork(recap__atfork_t when)
 {
-    if (when == RECAP_ATFORK_PREPARE)
-        recap__lock(&default_lock);
-    else
-        recap__unlock(&default_lock);
+    if (when == RECAP_ATFORK_PREPARE) {
+        fork_took = !holding;
+        if (fork_took)
+            lock_default();
+    } else if (fork_took) {
+        unlock_default();
+    }
 }
 
 static int same_params(const recap_tracker_params_t *a, const recap_tracker_params_t *b)
@@ -47,10 +66,10 @@ recap_status_t recap_default_tracker_initialize(const recap_tracker_params_t *pa
     recap_status_t st;
 
     RECAP_CHECK_ARG(params != NULL && tracker_p != NULL, "NULL argument");
-    recap__lock(&default_lock);
+    lock_default();
     if (default_tracker != NULL && !force_reset) {
         st = keep_existing(params, tracker_p);
-        recap__unlock(&default_lock);
+        unlock_default();
         return st;
     }
     st = recap_tracker_create(params, &t);
@@ -63,7 +82,7 @@ recap_status_t recap_default_tracker_initialize(const recap_tracker_params_t *pa
         default_tracker = t;
         *tracker_p = t;
     }
-    recap__unlock(&default_lock);
+    unlock_default();
     return st;
 }
 
@@ -71,9 +90,9 @@ int recap__tracker_is_default(recap_tracker_h t)
 {
     int is;
 
-    recap__lock(&default_lock);
+    lock_default();
     is = t == default_tracker;
-    recap__unlock(&default_lock);
+    unlock_default();
     return is;
 }
 
@@ -82,9 +101,9 @@ recap_status_t recap_default_tracker_get(recap_tracker_h *tracker_p)
     recap_tracker_h t;
 
     RECAP_CHECK_ARG(tracker_p != NULL, "tracker_p is NULL");
-    recap__lock(&default_lock);
+    lock_default();
     t = default_tracker;
-    recap__unlock(&default_lock);
+    unlock_default();
     if (t == NULL)
         return recap__fail(RECAP_ERR_STATE, "the default tracker is not initialized: call "
                            "recap_default_tracker_initialize first");
