@@ -116,13 +116,13 @@ void recap__lock_enter_slow(void)
 
     if (!self->listed)
         list_self(self);
-    __atomic_thread_fence(__ATOMIC_SEQ_CST);
+    /* Sequentially consistent exchanges and loads: no membarrier needed here. */
+    __atomic_exchange_n(&self->inside, 1, __ATOMIC_SEQ_CST);
     while (__atomic_load_n(&recap__lock_gate, __ATOMIC_SEQ_CST)) {
         __atomic_store_n(&self->inside, 0, __ATOMIC_SEQ_CST);
         while (__atomic_load_n(&recap__lock_gate, __ATOMIC_ACQUIRE))
             sched_yield();
-        __atomic_store_n(&self->inside, 1, __ATOMIC_SEQ_CST);
-        __atomic_thread_fence(__ATOMIC_SEQ_CST);
+        __atomic_exchange_n(&self->inside, 1, __ATOMIC_SEQ_CST);
     }
 }
 
@@ -144,10 +144,9 @@ static void gate_close(void)
     __atomic_store_n(&recap__lock_gate, 1, __ATOMIC_SEQ_CST);
     if (!__atomic_load_n(&recap__lock_fence, __ATOMIC_RELAXED) && !barrier_all())
         __atomic_store_n(&recap__lock_fence, 1, __ATOMIC_SEQ_CST); /* from now on */
-    __atomic_thread_fence(__ATOMIC_SEQ_CST);
     clock_gettime(CLOCK_MONOTONIC, &t0);
     for (t = threads; t != NULL; t = t->next)
-        while (t != self && __atomic_load_n(&t->inside, __ATOMIC_ACQUIRE) &&
+        while (t != self && __atomic_load_n(&t->inside, __ATOMIC_SEQ_CST) &&
                elapsed_ns(&t0) < GATE_WAIT_NS)
             sched_yield();
 }

@@ -73,14 +73,18 @@ static inline void recap__lock_section_enter(void)
     recap__lock_thread_t *self = &recap__lock_self;
 
     if (self->depth++ == 0) {
-        __atomic_store_n(&self->inside, 1, __ATOMIC_RELAXED);
-        if (__builtin_expect(__atomic_load_n(&recap__lock_fence, __ATOMIC_RELAXED), 0))
-            __atomic_thread_fence(__ATOMIC_SEQ_CST);
-        else
+        if (__builtin_expect(__atomic_load_n(&recap__lock_fence, __ATOMIC_RELAXED), 0)) {
+            /* no membarrier: a sequentially consistent exchange and load (store, then load) */
+            __atomic_exchange_n(&self->inside, 1, __ATOMIC_SEQ_CST);
+            if (__atomic_load_n(&recap__lock_gate, __ATOMIC_SEQ_CST) != 0 || !self->listed)
+                recap__lock_enter_slow();
+        } else {
+            __atomic_store_n(&self->inside, 1, __ATOMIC_RELAXED);
             __atomic_signal_fence(__ATOMIC_SEQ_CST); /* the forking thread's membarrier */
-        if (__builtin_expect(__atomic_load_n(&recap__lock_gate, __ATOMIC_RELAXED) != 0 ||
-                             !self->listed, 0))
-            recap__lock_enter_slow();
+            if (__builtin_expect(__atomic_load_n(&recap__lock_gate, __ATOMIC_RELAXED) != 0 ||
+                                 !self->listed, 0))
+                recap__lock_enter_slow();
+        }
     }
 }
 
