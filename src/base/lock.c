@@ -15,8 +15,7 @@
 #include "base/lock.h"
 
 unsigned recap__lock_tag = 1;
-unsigned recap__lock_gate;
-unsigned recap__lock_fence = 1; /* until membarrier is known to work */
+unsigned recap__lock_gate = RECAP_GATE_FENCE; /* until membarrier is known to work */
 __thread recap__lock_thread_t recap__lock_self __attribute__((tls_model("initial-exec")));
 
 /* Every thread that ever entered a critical section and has not exited. */
@@ -34,7 +33,7 @@ static int exit_key_made;
  * registers again); where the kernel or a sandbox refuses it, entering threads fence. */
 static int barrier_register(void)
 {
-#if defined(__linux__) && defined(SYS_membarrier) && defined(MEMBARRIER_CMD_PRIVATE_EXPEDITED)
+#if defined(__linux__) && defined(SYS_membarrier) /* (the commands are an enum, not macros) */
     long cmds = syscall(SYS_membarrier, MEMBARRIER_CMD_QUERY, 0);
 
     return cmds >= 0 && (cmds & MEMBARRIER_CMD_PRIVATE_EXPEDITED) &&
@@ -47,7 +46,7 @@ static int barrier_register(void)
 /* Every running thread of the process executes a full barrier before this returns. */
 static int barrier_all(void)
 {
-#if defined(__linux__) && defined(SYS_membarrier) && defined(MEMBARRIER_CMD_PRIVATE_EXPEDITED)
+#if defined(__linux__) && defined(SYS_membarrier) /* (the commands are an enum, not macros) */
     return syscall(SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0) == 0;
 #else
     return 0;
@@ -70,7 +69,7 @@ __attribute__((constructor)) static void barrier_at_load(void)
     if (v != NULL && v[0] == '1')
         return;
     if (barrier_register())
-        __atomic_store_n(&recap__lock_fence, 0, __ATOMIC_SEQ_CST);
+        __atomic_and_fetch(&recap__lock_gate, ~RECAP_GATE_FENCE, __ATOMIC_SEQ_CST);
 }
 
 static void unlist(recap__lock_thread_t *t)
@@ -108,8 +107,8 @@ static void list_self(recap__lock_thread_t *self)
         pthread_setspecific(exit_key, self);
 }
 
-/* A thread entering its outermost critical section for the first time, or while a fork is being
- * prepared: listed, then stepping back until the fork is done. */
+/* A thread entering its outermost critical section for the first time, without membarrier, or
+ * while a fork is being prepared: listed, then stepping back until the fork is done. */
 void recap__lock_enter_slow(void)
 {
     recap__lock_thread_t *self = &recap__lock_self;
@@ -118,9 +117,9 @@ void recap__lock_enter_slow(void)
         list_self(self);
     /* Sequentially consistent exchanges and loads: no membarrier needed here. */
     __atomic_exchange_n(&self->inside, 1, __ATOMIC_SEQ_CST);
-    while (__atomic_load_n(&recap__lock_gate, __ATOMIC_SEQ_CST)) {
+    while (__atomic_load_n(&recap__lock_gate, __ATOMIC_SEQ_CST) & RECAP_GATE_CLOSED) {
         __atomic_store_n(&self->inside, 0, __ATOMIC_SEQ_CST);
-        while (__atomic_load_n(&recap__lock_gate, __ATOMIC_ACQUIRE))
+        while (__atomic_load_n(&recap__lock_gate, __ATOMIC_ACQUIRE) & RECAP_GATE_CLOSED)
             sched_yield();
         __atomic_exchange_n(&self->inside, 1, __ATOMIC_SEQ_CST);
     }
@@ -141,9 +140,9 @@ static void gate_close(void)
     struct timespec t0;
 
     pthread_mutex_lock(&threads_lock); /* no thread joins the list meanwhile */
-    __atomic_store_n(&recap__lock_gate, 1, __ATOMIC_SEQ_CST);
-    if (!__atomic_load_n(&recap__lock_fence, __ATOMIC_RELAXED) && !barrier_all())
-        __atomic_store_n(&recap__lock_fence, 1, __ATOMIC_SEQ_CST); /* from now on */
+    if (!(__atomic_or_fetch(&recap__lock_gate, RECAP_GATE_CLOSED, __ATOMIC_SEQ_CST) &
+          RECAP_GATE_FENCE) && !barrier_all())
+        __atomic_or_fetch(&recap__lock_gate, RECAP_GATE_FENCE, __ATOMIC_SEQ_CST); /* from now on */
     clock_gettime(CLOCK_MONOTONIC, &t0);
     for (t = threads; t != NULL; t = t->next)
         while (t != self && __atomic_load_n(&t->inside, __ATOMIC_SEQ_CST) &&
@@ -161,7 +160,7 @@ void recap__lock_atfork(recap__atfork_t when)
         gate_close();
         break;
     case RECAP_ATFORK_PARENT:
-        __atomic_store_n(&recap__lock_gate, 0, __ATOMIC_SEQ_CST);
+        __atomic_and_fetch(&recap__lock_gate, ~RECAP_GATE_CLOSED, __ATOMIC_SEQ_CST);
         pthread_mutex_unlock(&threads_lock);
         break;
     case RECAP_ATFORK_CHILD:
@@ -172,10 +171,11 @@ void recap__lock_atfork(recap__atfork_t when)
             self->prev = self->next = NULL;
             threads = self;
         }
-        if (!__atomic_load_n(&recap__lock_fence, __ATOMIC_RELAXED) && !barrier_register())
-            __atomic_store_n(&recap__lock_fence, 1, __ATOMIC_SEQ_CST);
+        if (!(__atomic_load_n(&recap__lock_gate, __ATOMIC_RELAXED) & RECAP_GATE_FENCE) &&
+            !barrier_register())
+            __atomic_or_fetch(&recap__lock_gate, RECAP_GATE_FENCE, __ATOMIC_SEQ_CST);
         __atomic_add_fetch(&recap__lock_tag, 2, __ATOMIC_SEQ_CST);
-        __atomic_store_n(&recap__lock_gate, 0, __ATOMIC_SEQ_CST);
+        __atomic_and_fetch(&recap__lock_gate, ~RECAP_GATE_CLOSED, __ATOMIC_SEQ_CST);
         pthread_mutex_unlock(&threads_lock);
         break;
     }

@@ -15,7 +15,7 @@
  *    thread says whether it is inside in its own record (a list the forking thread reads); the
  *    store-then-load of a thread entering and the forking thread's gate-then-scan are ordered by
  *    membarrier(2), which makes every running thread execute a full barrier, so the entering
- *    thread needs none (without membarrier it fences itself);
+ *    thread needs none (without membarrier it takes an out-of-line path that orders them);
  *  - a lock is tagged with the process incarnation that took it (a count of forks along the way):
  *    should the wait time out (a thread inside a critical section waiting for something the
  *    forking thread holds), the child takes over a lock left by a thread of its parent instead
@@ -58,9 +58,13 @@ typedef struct recap__lock_thread {
 } recap__lock_thread_t;
 
 /* src/base/lock.c */
-extern unsigned recap__lock_tag;   /* odd: 2 * forks along the way + 1 */
-extern unsigned recap__lock_gate;  /* nonzero while a fork is being prepared */
-extern unsigned recap__lock_fence; /* nonzero: no membarrier, entering threads fence themselves */
+extern unsigned recap__lock_tag; /* odd: 2 * forks along the way + 1 */
+/* RECAP_GATE_CLOSED while a fork is being prepared; RECAP_GATE_FENCE where membarrier is not
+ * available (entering threads then order their store and load themselves, out of line). One word,
+ * so an entering thread's fast path reads one global. */
+extern unsigned recap__lock_gate;
+#define RECAP_GATE_CLOSED 1u
+#define RECAP_GATE_FENCE 2u
 /* initial-exec: a plain access, not a __tls_get_addr call, on every lock (as recap__fw_depth) */
 extern __thread recap__lock_thread_t recap__lock_self __attribute__((tls_model("initial-exec")));
 void recap__lock_enter_slow(void);
@@ -73,18 +77,11 @@ static inline void recap__lock_section_enter(void)
     recap__lock_thread_t *self = &recap__lock_self;
 
     if (self->depth++ == 0) {
-        if (__builtin_expect(__atomic_load_n(&recap__lock_fence, __ATOMIC_RELAXED), 0)) {
-            /* no membarrier: a sequentially consistent exchange and load (store, then load) */
-            __atomic_exchange_n(&self->inside, 1, __ATOMIC_SEQ_CST);
-            if (__atomic_load_n(&recap__lock_gate, __ATOMIC_SEQ_CST) != 0 || !self->listed)
-                recap__lock_enter_slow();
-        } else {
-            __atomic_store_n(&self->inside, 1, __ATOMIC_RELAXED);
-            __atomic_signal_fence(__ATOMIC_SEQ_CST); /* the forking thread's membarrier */
-            if (__builtin_expect(__atomic_load_n(&recap__lock_gate, __ATOMIC_RELAXED) != 0 ||
-                                 !self->listed, 0))
-                recap__lock_enter_slow();
-        }
+        __atomic_store_n(&self->inside, 1, __ATOMIC_RELAXED);
+        __atomic_signal_fence(__ATOMIC_SEQ_CST); /* the forking thread's membarrier orders them */
+        if (__builtin_expect(__atomic_load_n(&recap__lock_gate, __ATOMIC_RELAXED) != 0 ||
+                             !self->listed, 0))
+            recap__lock_enter_slow();
     }
 }
 
