@@ -53,7 +53,8 @@ enum {
     A_DEFAULT_TRACKER, A_SUBSCRIBE, A_UNSUBSCRIBE, A_WILL_LAUNCH, A_TRACKER_CREATE,
     A_TRACKER_DESTROY, A_GENERATOR_DESTROY, A_REGION_DESTROY, A_REGION_REBUILD,
     A_MANAGER_DESTROY, A_MANAGER_RELEASE, A_MANAGER_REBUILD, A_ENGINE_DESTROY, A_NESTED_REGION,
-    A_IS_CHECKPOINTING, A_SIGNATURE_DESTROY, A_FIRE_TRIGGER, A_REGION_FINISH, NA
+    A_IS_CHECKPOINTING, A_SIGNATURE_DESTROY, A_FIRE_TRIGGER, A_REGION_FINISH, A_DEFAULT_GET,
+    A_NEEDS_REGISTRATION, NA
 };
 
 static const char *const a_names[NA] = {
@@ -67,7 +68,7 @@ static const char *const a_names[NA] = {
     "recap_region_rebuild", "recap_manager_destroy", "recap_manager_release",
     "recap_manager_rebuild", "recap_plain_engine_destroy", "a nested region",
     "recap_is_checkpointing", "recap_signature_destroy", "recap_plain_buffer_fire",
-    "recap_region_finish"};
+    "recap_region_finish", "recap_default_tracker_get", "recap_capture_needs_registration"};
 
 /* The objects in play (one child, one pair). */
 static struct {
@@ -209,6 +210,10 @@ static recap_status_t act(void)
         return recap_plain_buffer_fire(P.trigger);
     case A_REGION_FINISH:
         return recap_region_finish(P.region);
+    case A_DEFAULT_GET:
+        return recap_default_tracker_get(&t2);
+    case A_NEEDS_REGISTRATION:
+        return recap_capture_needs_registration(&yes);
     case A_SIGNATURE_DESTROY: /* the region holds its own reference */
         st = recap_signature_destroy(P.sig);
         P.gone_sig |= st == RECAP_OK;
@@ -516,6 +521,22 @@ static void drive(void)
         (void)recap_manager_release(P.mgr, P.trigger);
     if (scope != NULL)
         (void)recap_exact_capture_leave(scope);
+    /* The default tracker on the framework's generator, with a state of its own, then replaced:
+     * its states go back to the framework while recap holds the default tracker's lock. */
+    if (!P.gone_gen) {
+        recap_tracker_params_t dp = {.generator = P.gen};
+        recap_tracker_h dt;
+
+        dp.flags = P.graph_safe ? RECAP_TRACKER_GRAPH_SAFE : 0;
+        if (recap_default_tracker_initialize(&dp, 1, &dt) == RECAP_OK)
+            (void)recap_tracker_add(dt, "default-drive-rng", 77);
+    }
+    {
+        recap_tracker_params_t hp = {.device = RECAP_DEVICE_HOST};
+        recap_tracker_h dt;
+
+        CHILD_CHECK(recap_default_tracker_initialize(&hp, 1, &dt) == RECAP_OK);
+    }
 }
 
 /* Everything the pair left, destroyed; the objects recap refused to destroy from the callback
@@ -592,7 +613,7 @@ START_TEST(every_callback_against_every_call)
                              : cb > CB_STATE_CREATE && cb <= CB_STATE_RETAIN
                                  ? 1 + (int)tu_rand_below(2)
                                  : (int)tu_rand_below(3);
-            int nth = pass == 0 ? 1 : 2 + (int)tu_rand_below(3), status;
+            int nth = pass == 0 ? 1 : 2 + (int)tu_rand_below(8), status;
             pid_t pid;
 
             pid = fork();

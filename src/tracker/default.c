@@ -5,34 +5,17 @@
 #include "base/error.h"
 #include "tracker/tracker.h"
 
-/* Held while the default tracker is created or destroyed, which runs framework operations: one
- * of them may fork, and the fork handlers must then not wait for the lock the thread holds. */
+/* Held for the pointer only, never while a tracker is created or destroyed: those run framework
+ * generators' operations, which may call recap_default_tracker_get or fork. */
 static recap__lock_t default_lock = RECAP_LOCK_INIT;
 static recap_tracker_h default_tracker;
-static __thread int holding;
-static int fork_took; /* the forking thread took the lock in the prepare step */
-
-static void lock_default(void)
-{
-    recap__lock(&default_lock);
-    holding = 1;
-}
-
-static void unlock_default(void)
-{
-    holding = 0;
-    recap__unlock(&default_lock);
-}
 
 void recap__default_tracker_atfork(recap__atfork_t when)
 {
-    if (when == RECAP_ATFORK_PREPARE) {
-        fork_took = !holding;
-        if (fork_took)
-            lock_default();
-    } else if (fork_took) {
-        unlock_default();
-    }
+    if (when == RECAP_ATFORK_PREPARE)
+        recap__lock(&default_lock);
+    else
+        recap__unlock(&default_lock);
 }
 
 static int same_params(const recap_tracker_params_t *a, const recap_tracker_params_t *b)
@@ -62,37 +45,50 @@ static recap_status_t keep_existing(const recap_tracker_params_t *params, recap_
 recap_status_t recap_default_tracker_initialize(const recap_tracker_params_t *params,
                                                 int force_reset, recap_tracker_h *tracker_p)
 {
-    recap_tracker_h t;
+    recap_tracker_h t, old;
     recap_status_t st;
 
     RECAP_CHECK_ARG(params != NULL && tracker_p != NULL, "NULL argument");
-    lock_default();
+    recap__lock(&default_lock);
     if (default_tracker != NULL && !force_reset) {
         st = keep_existing(params, tracker_p);
-        unlock_default();
+        recap__unlock(&default_lock);
         return st;
     }
+    recap__unlock(&default_lock);
     st = recap_tracker_create(params, &t);
-    if (st == RECAP_OK && default_tracker != NULL) {
-        st = recap__tracker_destroy(default_tracker);
-        if (st != RECAP_OK)
-            recap__tracker_destroy(t); /* the old one has forks open or regions, and stays */
+    if (st != RECAP_OK)
+        return st;
+    recap__lock(&default_lock);
+    if (default_tracker != NULL && !force_reset) { /* another thread made one meanwhile */
+        st = keep_existing(params, tracker_p);
+        recap__unlock(&default_lock);
+        recap__tracker_destroy(t);
+        return st;
     }
-    if (st == RECAP_OK) {
-        default_tracker = t;
-        *tracker_p = t;
+    old = default_tracker;
+    default_tracker = t;
+    recap__unlock(&default_lock);
+    st = old != NULL ? recap__tracker_destroy(old) : RECAP_OK;
+    if (st != RECAP_OK) { /* the old one has forks open or regions, and stays */
+        recap__lock(&default_lock);
+        if (default_tracker == t)
+            default_tracker = old;
+        recap__unlock(&default_lock);
+        recap__tracker_destroy(t);
+        return st;
     }
-    unlock_default();
-    return st;
+    *tracker_p = t;
+    return RECAP_OK;
 }
 
 int recap__tracker_is_default(recap_tracker_h t)
 {
     int is;
 
-    lock_default();
+    recap__lock(&default_lock);
     is = t == default_tracker;
-    unlock_default();
+    recap__unlock(&default_lock);
     return is;
 }
 
@@ -101,9 +97,9 @@ recap_status_t recap_default_tracker_get(recap_tracker_h *tracker_p)
     recap_tracker_h t;
 
     RECAP_CHECK_ARG(tracker_p != NULL, "tracker_p is NULL");
-    lock_default();
+    recap__lock(&default_lock);
     t = default_tracker;
-    unlock_default();
+    recap__unlock(&default_lock);
     if (t == NULL)
         return recap__fail(RECAP_ERR_STATE, "the default tracker is not initialized: call "
                            "recap_default_tracker_initialize first");
