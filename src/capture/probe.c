@@ -22,7 +22,7 @@ static int probe_done, probe_needs;
  * by their thread: one of them may fork (the handlers then leave the lock to that thread) or ask
  * for the probe again (refused). */
 static __thread int probing;
-static int fork_took; /* the forking thread took the lock before the fork */
+static __thread int fork_took; /* this thread, forking, took the lock before the fork */
 
 void recap__capture_probe_atfork(recap__atfork_t when)
 {
