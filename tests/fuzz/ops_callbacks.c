@@ -108,8 +108,9 @@ static void fork_and_check(void)
     REQUIRE(wait_bounded(pid) == 0);
 }
 
-/* A public call from inside a callback: a status, never a wait for this thread's own locks. */
-static void reenter(int what)
+/* A public call, from the helper's script or from inside a callback (there: a status, never a
+ * wait for this thread's own locks). */
+static void public_call(int what)
 {
     recap_framework_info_t info[4];
     recap_exact_scope_h scope;
@@ -160,7 +161,7 @@ static void callback(void)
     if (in_child)
         return;
     if (call == cw.reenter_at)
-        reenter(cw.reenter_what);
+        public_call(cw.reenter_what);
     if (call == cw.fork_at)
         fork_and_check();
 }
@@ -187,24 +188,12 @@ static recap_status_t cw_event(const recap_capture_event_info_t *info, void *arg
 
 static void *helper(void *arg)
 {
-    recap_exact_scope_h scope;
-    recap_fork_token_t tok;
+    /* the calls that reach the callbacks: a scope, a tracker fork, a launch event */
+    static const int calls[3] = {1, 2, 7};
     int i;
 
     for (i = 0; i < cw.len; i++) {
-        switch (cw.script[i] % 3) {
-        case 0:
-            if (CALL(recap_exact_capture_enter(&scope)) == RECAP_OK)
-                CALL(recap_exact_capture_leave(scope));
-            break;
-        case 1:
-            if (CALL(recap_tracker_fork(cw.t, RECAP_RNG_DATA_PARALLEL, &tok)) == RECAP_OK)
-                CALL(recap_tracker_unfork(cw.t, tok));
-            break;
-        default:
-            CALL(recap_graph_will_launch((recap_graph_exec_t)(uintptr_t)0xf00d, NULL));
-            break;
-        }
+        public_call(calls[cw.script[i] % 3]);
         if (in_child)
             child_checks();
     }
