@@ -287,6 +287,44 @@ static void framework_rows(bench_ctx_t *c)
     }
 }
 
+/* Another thread forking its own tracker meanwhile: objects shared by nothing, so only state
+ * common to all locks (a shared counter of the fork gate, say) makes the pair slower. */
+static void *other_thread(void *arg)
+{
+    recap_tracker_params_t p = {.device = RECAP_DEVICE_HOST};
+    recap_fork_token_t tok;
+    recap_tracker_h t;
+    int *stop = arg;
+
+    CHECK(recap_tracker_create(&p, &t));
+    CHECK(recap_tracker_add(t, RECAP_RNG_MODEL_PARALLEL, 1234));
+    while (!__atomic_load_n(stop, __ATOMIC_RELAXED)) {
+        CHECK(recap_tracker_fork(t, RECAP_RNG_MODEL_PARALLEL, &tok));
+        CHECK(recap_tracker_unfork(t, tok));
+    }
+    CHECK(recap_tracker_destroy(t));
+    return NULL;
+}
+
+static void two_thread_row(bench_ctx_t *c, double anchor)
+{
+    pthread_t th;
+    int stop = 0;
+    double ns;
+
+    setup(c, 0);
+    if (pthread_create(&th, NULL, other_thread, &stop) != 0) {
+        teardown(c);
+        return;
+    }
+    ns = median_ns(fork_unfork, c);
+    __atomic_store_n(&stop, 1, __ATOMIC_RELAXED);
+    pthread_join(th, NULL);
+    teardown(c);
+    printf("| fork+unfork (value mode) while another thread forks its own tracker | %.1f | "
+           "get+set pair %.1f ns | %.2f |\n", ns, anchor, ns / anchor);
+}
+
 static void event_rows(bench_ctx_t *c)
 {
     double ev = median_ns(launch_event, c), look = median_ns(launch_failed_lookup, c);
@@ -329,6 +367,7 @@ int main(void)
                ns / anchor);
         teardown(&c);
     }
+    two_thread_row(&c, anchor);
     framework_rows(&c);
     event_rows(&c);
     printf("\n%d batches of %d operations each, median; %d named states.\n", REPS, BATCH,

@@ -865,9 +865,13 @@ typedef enum recap_region_state {
 RECAP_API recap_status_t recap_region_create(const recap_region_params_t *params,
                                              recap_region_h *region_p);
 /* Frees what the region holds in any state: a region released and never rebuilt drops its
- * stashed inputs here; removes its trigger and leaves its manager. While record or rebuild runs
- * the region's function, the lifecycle calls on that region (destroy, record, release, rebuild,
- * finish, its manager's release and rebuild) return RECAP_ERR_STATE and change nothing. */
+ * stashed inputs here; removes its trigger and leaves its manager. While a lifecycle call runs the
+ * region's function or an engine operation for it (record's needs_grad and save, release's
+ * add_trigger and free_storage, rebuild, finish's remove_trigger), or its manager releases or
+ * rebuilds, the lifecycle calls on that region (destroy, record, release, rebuild, finish, its
+ * manager's add, release, rebuild and destroy) return RECAP_ERR_STATE and change nothing. So do
+ * region and checkpoint creation and destruction from inside a framework generator's operation
+ * (they join or leave the tracker, whose lock recap holds there). */
 RECAP_API recap_status_t recap_region_destroy(recap_region_h region);
 /* NEW -> RECORDED: snapshots the RNG state, runs fn(args) once without recording (the engine's
  * set_recording) with recap_is_checkpointing true, then stashes the input buffers through the
@@ -905,7 +909,10 @@ RECAP_API recap_status_t recap_region_return_value(recap_region_h region, recap_
  */
 RECAP_API recap_status_t recap_manager_create(const recap_engine_ops_t *ops, void *engine,
                                               recap_manager_h *mgr_p);
-/* Regions still registered are let go (they stay valid). */
+/* Regions still registered are let go (they stay valid). RECAP_ERR_STATE, nothing changed, from
+ * inside the manager's own release or rebuild, or while one of its regions runs a lifecycle call
+ * (from a region's function or an engine operation, say); likewise its add, release and
+ * rebuild. */
 RECAP_API recap_status_t recap_manager_destroy(recap_manager_h mgr);
 /* Registers a region (regions created with params.manager are registered already). Rejected:
  * NULL (RECAP_ERR_INVALID_ARG), a region of this manager (RECAP_ERR_EXISTS) or another one, or
@@ -943,7 +950,8 @@ RECAP_API recap_status_t recap_checkpoint_backward(recap_checkpoint_h ckpt,
                                                    recap_buffer_t *outputs, size_t n);
 RECAP_API recap_status_t recap_checkpoint_return_value(recap_checkpoint_h ckpt,
                                                        recap_value_t *value_p);
-/* Drops the stashed inputs if backward never ran. */
+/* Drops the stashed inputs if backward never ran. RECAP_ERR_STATE, nothing changed, from inside
+ * its own backward (its function or an engine operation), as a second backward is. */
 RECAP_API recap_status_t recap_checkpoint_destroy(recap_checkpoint_h ckpt);
 
 /* 1 on the calling thread while a region's or checkpoint's function runs or is recomputed

@@ -96,7 +96,8 @@ typedef struct recap_nccl_stats {
  * Bad params are RECAP_ERR_INVALID_ARG, checked before NCCL is loaded. */
 RECAP_API recap_status_t recap_nccl_ops_create(const recap_nccl_params_t *params,
                                                recap_nccl_h *nccl_p);
-/* RECAP_ERR_STATE (nothing freed) while checkpoints still hold saved handles or slices. */
+/* RECAP_ERR_STATE (nothing freed) while checkpoints still hold saved handles or slices, or while
+ * regions, checkpoints or managers made with its table live. */
 RECAP_API recap_status_t recap_nccl_ops_destroy(recap_nccl_h nccl);
 /* The wrapping table and its engine pointer (valid until destroy): use them in place of the
  * engine's in recap_region_params_t (with RECAP_CHECKPOINT_DISTRIBUTE) or recap_manager_create. */

@@ -50,7 +50,8 @@ typedef struct recap_plain_stats {
 /* device: a CUDA device or RECAP_DEVICE_HOST; flags: RECAP_PLAIN_*. */
 RECAP_API recap_status_t recap_plain_engine_create(int device, uint32_t flags,
                                                  recap_plain_engine_h *engine_p);
-/* RECAP_ERR_STATE (nothing freed) while buffers are live. */
+/* RECAP_ERR_STATE (nothing freed) while buffers are live, or while regions, checkpoints,
+ * managers or NCCL wrappers made with the engine live. */
 RECAP_API recap_status_t recap_plain_engine_destroy(recap_plain_engine_h engine);
 /* The operations; pass the plain engine as params.host (region, checkpoint and manager creation
  * with these operations and anything but a live plain engine: RECAP_ERR_INVALID_ARG). They

@@ -18,9 +18,18 @@
 static pthread_mutex_t probe_lock = PTHREAD_MUTEX_INITIALIZER;
 static int probe_done, probe_needs;
 
+/* The probe runs a capture, whose events reach the subscribers' callbacks with the lock held
+ * by their thread: one of them may fork (the handlers then leave the lock to that thread) or ask
+ * for the probe again (refused). */
+static __thread int probing;
+static __thread int fork_took; /* this thread, forking, took the lock before the fork */
+
 void recap__capture_probe_atfork(recap__atfork_t when)
 {
-    recap__atfork_mutex(&probe_lock, when);
+    if (when == RECAP_ATFORK_PREPARE)
+        fork_took = !probing;
+    if (fork_took)
+        recap__atfork_mutex(&probe_lock, when);
 }
 
 typedef CUresult (*begin_fn)(CUstream, CUstreamCaptureMode);
@@ -89,13 +98,18 @@ recap_status_t recap_capture_needs_registration(int *needs_p)
     recap_status_t st = RECAP_OK;
 
     RECAP_CHECK_ARG(needs_p != NULL, "needs_p is NULL");
+    if (probing)
+        return recap__fail(RECAP_ERR_STATE, "recap_capture_needs_registration from inside the "
+                           "registration probe's own capture (a capture subscriber's callback)");
     pthread_mutex_lock(&probe_lock);
+    probing = 1;
     if (!probe_done) {
         st = run_probe(&probe_needs);
         probe_done = st == RECAP_OK;
     }
     if (st == RECAP_OK)
         *needs_p = probe_needs;
+    probing = 0;
     pthread_mutex_unlock(&probe_lock);
     return st;
 }

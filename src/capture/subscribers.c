@@ -13,6 +13,7 @@
 #include <stdlib.h>
 
 #include "base/error.h"
+#include "base/lock.h"
 #include "base/log.h"
 #include "capture/capture.h"
 
@@ -32,6 +33,11 @@ static struct recap_subscription *subs[MAX_SUBS];
 int recap__nsubs; /* read without the lock on every event */
 #define nsubs recap__nsubs
 static uint64_t subscribed; /* subscriptions made in the process (RECAP_REPORT) */
+
+/* The subscriptions the calling thread's delivery still pins (pinned[from..n)), so a fork's child
+ * can recount in-flight callbacks: those of the other threads are gone with them. */
+static __thread struct recap_subscription **delivering;
+static __thread size_t delivering_from, delivering_n;
 
 /* Nonzero while the calling thread runs a subscriber's callback. */
 static __thread int in_callback __attribute__((tls_model("initial-exec")));
@@ -58,9 +64,12 @@ recap_status_t recap__events_check_caller(const char *what)
 static void deliver(struct recap_subscription *s, const recap_capture_event_info_t *info)
 {
     recap_status_t st;
+    int out;
 
     in_callback++;
+    out = recap__lock_step_out(); /* a fork does not wait for the host's code (base/lock.h) */
     st = s->fn(info, s->arg);
+    recap__lock_step_in(out);
     in_callback--;
     __atomic_add_fetch(&s->delivered, 1, __ATOMIC_RELAXED);
     if (st == RECAP_OK)
@@ -97,11 +106,16 @@ void recap__events_deliver(recap_capture_event_t event, recap_stream_t stream,
             pinned[n++] = s;
         }
     }
+    delivering = pinned;
+    delivering_from = 0;
+    delivering_n = n;
     pthread_mutex_unlock(&subs_lock);
     for (i = 0; i < n; i++) {
         deliver(pinned[i], info);
         __atomic_sub_fetch(&pinned[i]->in_flight, 1, __ATOMIC_RELEASE);
+        delivering_from = i + 1; /* read by this thread's own fork handler only */
     }
+    delivering_n = 0;
 }
 
 recap_status_t recap_capture_subscribe(uint32_t events_mask, recap_capture_subscriber_func_t fn,
@@ -190,7 +204,20 @@ uint64_t recap__events_subscribed(void)
     return n;
 }
 
+/* In the child only the forking thread's deliveries are in flight: the other threads are gone,
+ * and recap_capture_unsubscribe must not wait for them. */
 void recap__events_atfork(recap__atfork_t when)
 {
+    size_t i;
+
+    if (when == RECAP_ATFORK_CHILD) {
+        for (i = 0; i < MAX_SUBS; i++)
+            if (subs[i] != NULL)
+                subs[i]->in_flight = 0;
+        for (i = delivering_from; i < delivering_n; i++)
+            delivering[i]->in_flight = 0;
+        for (i = delivering_from; i < delivering_n; i++)
+            delivering[i]->in_flight++;
+    }
     recap__atfork_mutex(&subs_lock, when);
 }

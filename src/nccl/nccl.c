@@ -12,6 +12,7 @@
 
 #include "base/error.h"
 #include "nccl/nccl.h"
+#include "region/region.h" /* recap__engine_use */
 
 #define W(h) ((struct recap_nccl *)(h))
 
@@ -172,6 +173,11 @@ recap_status_t recap_nccl_ops_create(const recap_nccl_params_t *params, recap_nc
     w->nranks = params->nranks;
     w->device = device;
     w->stream = params->stream;
+    st = recap__engine_use(w->engine, 1); /* the engine it wraps stays while it lives */
+    if (st != RECAP_OK) {
+        free(w);
+        return st;
+    }
     build_table(w);
     *nccl_p = w;
     return RECAP_OK;
@@ -180,8 +186,14 @@ recap_status_t recap_nccl_ops_create(const recap_nccl_params_t *params, recap_nc
 recap_status_t recap_nccl_ops_destroy(recap_nccl_h nccl)
 {
     uint64_t saved, slices;
+    size_t users;
 
     RECAP_CHECK_ARG(nccl != NULL, "nccl is NULL");
+    users = recap__engine_users(nccl);
+    if (users != 0)
+        return recap__fail(RECAP_ERR_STATE, "NCCL wrapper destroyed while %zu region(s), "
+                           "checkpoint(s) or manager(s) use it: destroy them first (nothing "
+                           "changed)", users);
     recap__lock(&nccl->lock);
     saved = nccl->stats.live_saved;
     slices = nccl->stats.live_slices;
@@ -190,6 +202,7 @@ recap_status_t recap_nccl_ops_destroy(recap_nccl_h nccl)
         return recap__fail(RECAP_ERR_STATE, "%llu saved handles and %llu slices are still held "
                            "(destroy the checkpoints and regions using them first)",
                            (unsigned long long)saved, (unsigned long long)slices);
+    recap__engine_use(nccl->engine, -1);
     free(nccl);
     return RECAP_OK;
 }

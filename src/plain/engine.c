@@ -7,6 +7,7 @@
 #include "base/error.h"
 #include "base/handle.h"
 #include "plain/plain.h"
+#include "region/region.h" /* recap__engine_users */
 
 recap_status_t recap_plain_engine_create(int device, uint32_t flags, recap_plain_engine_h *host_p)
 {
@@ -42,9 +43,14 @@ recap_status_t recap_plain_engine_create(int device, uint32_t flags, recap_plain
 
 recap_status_t recap_plain_engine_destroy(recap_plain_engine_h engine)
 {
-    size_t i;
+    size_t i, users;
 
     RECAP_CHECK_LIVE(engine, RECAP_MAGIC_PLAIN_ENGINE, "plain engine");
+    users = recap__engine_users(engine);
+    if (users != 0)
+        return recap__fail(RECAP_ERR_STATE, "plain engine destroyed while %zu region(s), "
+                           "checkpoint(s), manager(s) or NCCL wrapper(s) use it: destroy them "
+                           "first (nothing changed)", users);
     if (engine->stats.live_buffers != 0)
         return recap__fail(RECAP_ERR_STATE, "plain engine still has %llu live buffers",
                            (unsigned long long)engine->stats.live_buffers);

@@ -9,6 +9,7 @@
 #include "capture/capture.h"
 #include "driver/driver.h"
 #include "hooks/hooks.h"
+#include "rng/generator.h"
 #include "tracker/tracker.h"
 
 /* The process layer, above every other: fork() handling is the one place that knows each
@@ -17,6 +18,7 @@
  * before the locks taken inside it. */
 static void (*const handlers[])(recap__atfork_t) = {
     recap__capture_probe_atfork, recap__default_tracker_atfork, recap__scope_atfork,
+    recap__fw_atfork,
     recap__cupti_atfork,
     recap__hooks_atfork,
     recap__compose_atfork, /* compose.c takes the slot registry's lock inside its own */

@@ -12,6 +12,7 @@
 #include "base/error.h"
 #include "base/handle.h"
 #include "region/region.h"
+#include "rng/generator.h" /* RECAP_CHECK_NOT_IN_FRAMEWORK_OP */
 
 static recap_status_t check_params(const recap_region_params_t *p)
 {
@@ -73,6 +74,7 @@ recap_status_t recap_checkpoint_run(const recap_region_params_t *params, recap_s
     recap_status_t st;
 
     RECAP_CHECK_ARG(ckpt_p != NULL, "ckpt_p is NULL");
+    RECAP_CHECK_NOT_IN_FRAMEWORK_OP("recap_checkpoint_run"); /* it joins its tracker */
     st = check_params(params);
     if (st != RECAP_OK)
         return st;

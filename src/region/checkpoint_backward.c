@@ -12,6 +12,7 @@
 #include "base/handle.h"
 #include "base/nvtx.h"
 #include "region/region.h"
+#include "rng/generator.h" /* RECAP_CHECK_NOT_IN_FRAMEWORK_OP */
 
 int recap__checkpoint_dist_pos(const recap__rec_t *r)
 {
@@ -94,8 +95,14 @@ recap_status_t recap_checkpoint_backward(recap_checkpoint_h ckpt, recap_buffer_t
 {
     recap_status_t st;
 
+    RECAP_CHECK_HANDLE(ckpt, RECAP_MAGIC_CHECKPOINT, "checkpoint");
+    if (ckpt->running)
+        return recap__fail(RECAP_ERR_STATE, "checkpoint backward from inside its own backward "
+                           "(its function or an engine operation it called)");
     recap__nvtx_push(RECAP_NVTX_RECOMPUTE);
+    ckpt->running = 1;
     st = backward(ckpt, outputs, n);
+    ckpt->running = 0;
     recap__nvtx_pop();
     return st;
 }
@@ -111,6 +118,10 @@ recap_status_t recap_checkpoint_return_value(recap_checkpoint_h ckpt, recap_valu
 recap_status_t recap_checkpoint_destroy(recap_checkpoint_h ckpt)
 {
     RECAP_CHECK_ARG(ckpt != NULL, "checkpoint is NULL");
+    RECAP_CHECK_NOT_IN_FRAMEWORK_OP("recap_checkpoint_destroy"); /* it leaves its tracker */
+    if (recap__handle_live(ckpt, RECAP_MAGIC_CHECKPOINT) && ckpt->running)
+        return recap__fail(RECAP_ERR_STATE, "checkpoint destroyed from inside its own backward "
+                           "(nothing changed)");
     RECAP_CHECK_ARG(recap__handle_unregister(ckpt, RECAP_MAGIC_CHECKPOINT),
                     "checkpoint handle %p is not live (destroyed already, or never created)",
                     (void *)ckpt);

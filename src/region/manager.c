@@ -30,11 +30,33 @@ recap_status_t recap_manager_create(const recap_engine_ops_t *ops, void *engine,
     m->ops = ops;
     m->engine = engine;
     m->magic = RECAP_MAGIC_MANAGER;
+    st = recap__engine_use(engine, 1);
+    if (st != RECAP_OK) {
+        free(m);
+        return st;
+    }
     if (recap__handle_register(m, RECAP_MAGIC_MANAGER) != RECAP_OK) {
+        recap__engine_use(engine, -1);
         free(m);
         return RECAP_ERR_NO_MEMORY;
     }
     *mgr_p = m;
+    return RECAP_OK;
+}
+
+/* RECAP_ERR_STATE naming `what` while the manager, or one of its regions, is running. */
+static recap_status_t not_busy(recap_manager_h m, const char *what)
+{
+    size_t i;
+
+    if (m->busy)
+        return recap__fail(RECAP_ERR_STATE, "%s of a manager from inside its own release or "
+                           "rebuild (a region's function or an engine operation; nothing "
+                           "changed)", what);
+    for (i = 0; i < m->n; i++)
+        if (m->regions[i]->running)
+            return recap__fail(RECAP_ERR_STATE, "%s of a manager from inside one of its regions' "
+                               "lifecycle calls (nothing changed)", what);
     return RECAP_OK;
 }
 
@@ -50,13 +72,22 @@ static void let_go(recap_manager_h m)
 
 recap_status_t recap_manager_destroy(recap_manager_h mgr)
 {
+    recap_status_t st;
+
     RECAP_CHECK_ARG(mgr != NULL, "manager is NULL");
-    RECAP_CHECK_ARG(recap__handle_unregister(mgr, RECAP_MAGIC_MANAGER),
+    RECAP_CHECK_ARG(recap__handle_live(mgr, RECAP_MAGIC_MANAGER),
                     "manager handle %p is not live (destroyed already, or never created)",
                     (void *)mgr);
+    st = not_busy(mgr, "destroy");
+    if (st != RECAP_OK)
+        return st;
+    RECAP_CHECK_ARG(recap__handle_unregister(mgr, RECAP_MAGIC_MANAGER),
+                    "manager %p destroyed twice at once", (void *)mgr);
     mgr->magic = RECAP_MAGIC_DEAD;
+    mgr->busy = 1; /* the engine's remove_trigger may call back */
     recap__trigger_disarm(mgr->ops, mgr->engine, &mgr->trigger);
     let_go(mgr);
+    recap__engine_use(mgr->engine, -1);
     free(mgr->regions);
     free(mgr);
     return RECAP_OK;
@@ -99,9 +130,14 @@ recap_status_t recap__manager_add(recap_manager_h m, recap_region_h r)
 
 recap_status_t recap_manager_add(recap_manager_h mgr, recap_region_h region)
 {
+    recap_status_t st;
+
     RECAP_CHECK_HANDLE(mgr, RECAP_MAGIC_MANAGER, "manager");
     RECAP_CHECK_HANDLE(region, RECAP_MAGIC_REGION, "region");
-    return recap__manager_add(mgr, region);
+    st = not_busy(mgr, "add");
+    if (st == RECAP_OK)
+        st = recap__region_not_running(region, "add to a manager");
+    return st != RECAP_OK ? st : recap__manager_add(mgr, region);
 }
 
 void recap__manager_forget(recap_manager_h m, recap_region_h r)
@@ -132,14 +168,11 @@ static recap_status_t on_trigger(void *arg)
     return m->released ? recap_manager_rebuild(m) : RECAP_OK;
 }
 
-recap_status_t recap_manager_release(recap_manager_h mgr, recap_buffer_t trigger)
+static recap_status_t release(recap_manager_h mgr, recap_buffer_t trigger)
 {
     recap_status_t st;
     size_t i;
 
-    RECAP_CHECK_HANDLE(mgr, RECAP_MAGIC_MANAGER, "manager");
-    if (mgr->released)
-        return recap__fail(RECAP_ERR_STATE, "manager already released its regions");
     for (i = 0; i < mgr->n; i++) {
         st = recap__region_expect(mgr->regions[i], RECAP_REGION_RECORDED, "manager release");
         if (st != RECAP_OK)
@@ -157,14 +190,27 @@ recap_status_t recap_manager_release(recap_manager_h mgr, recap_buffer_t trigger
     return RECAP_OK;
 }
 
-recap_status_t recap_manager_rebuild(recap_manager_h mgr)
+recap_status_t recap_manager_release(recap_manager_h mgr, recap_buffer_t trigger)
+{
+    recap_status_t st;
+
+    RECAP_CHECK_HANDLE(mgr, RECAP_MAGIC_MANAGER, "manager");
+    st = not_busy(mgr, "release");
+    if (st != RECAP_OK)
+        return st;
+    if (mgr->released)
+        return recap__fail(RECAP_ERR_STATE, "manager already released its regions");
+    mgr->busy = 1;
+    st = release(mgr, trigger);
+    mgr->busy = 0;
+    return st;
+}
+
+static recap_status_t rebuild(recap_manager_h mgr)
 {
     recap_status_t st;
     size_t i;
 
-    RECAP_CHECK_HANDLE(mgr, RECAP_MAGIC_MANAGER, "manager");
-    if (!mgr->released)
-        return recap__fail(RECAP_ERR_STATE, "manager rebuild before its release");
     for (i = 0; i < mgr->n; i++) {
         if (mgr->regions[i]->state != RECAP_REGION_RELEASED)
             continue; /* rebuilt by a call that failed further on */
@@ -173,4 +219,20 @@ recap_status_t recap_manager_rebuild(recap_manager_h mgr)
     }
     let_go(mgr);
     return RECAP_OK;
+}
+
+recap_status_t recap_manager_rebuild(recap_manager_h mgr)
+{
+    recap_status_t st;
+
+    RECAP_CHECK_HANDLE(mgr, RECAP_MAGIC_MANAGER, "manager");
+    st = not_busy(mgr, "rebuild");
+    if (st != RECAP_OK)
+        return st;
+    if (!mgr->released)
+        return recap__fail(RECAP_ERR_STATE, "manager rebuild before its release");
+    mgr->busy = 1;
+    st = rebuild(mgr);
+    mgr->busy = 0;
+    return st;
 }

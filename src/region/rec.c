@@ -45,6 +45,8 @@ recap_status_t recap__rec_init(recap__rec_t *r, const recap_region_params_t *p, 
     st = check_ops(p, need);
     if (st == RECAP_OK)
         st = recap__engine_check(p->ops, p->host);
+    if (st == RECAP_OK)
+        st = recap__engine_use(p->host, 1);
     if (st != RECAP_OK)
         return st;
     memset(r, 0, sizeof(*r));
@@ -175,4 +177,7 @@ void recap__rec_fini(recap__rec_t *r)
     if (r->tracker != NULL)
         recap__tracker_use(r->tracker, -1);
     r->tracker = NULL;
+    if (r->ops != NULL)
+        recap__engine_use(r->engine, -1);
+    r->ops = NULL;
 }

@@ -10,6 +10,7 @@
 #include "base/error.h"
 #include "base/handle.h"
 #include "region/region.h"
+#include "rng/generator.h" /* RECAP_CHECK_NOT_IN_FRAMEWORK_OP */
 
 static const char *state_name(recap_region_state_t s)
 {
@@ -22,8 +23,8 @@ recap_status_t recap__region_not_running(recap_region_h r, const char *what)
 {
     if (!r->running)
         return RECAP_OK;
-    return recap__fail(RECAP_ERR_STATE, "%s of a region from inside its own function (the region "
-                       "is running it; nothing changed)", what);
+    return recap__fail(RECAP_ERR_STATE, "%s of a region from inside its own function or an engine "
+                       "operation it called (the region is running them; nothing changed)", what);
 }
 
 recap_status_t recap__region_expect(recap_region_h r, recap_region_state_t want,
@@ -46,6 +47,7 @@ recap_status_t recap_region_create(const recap_region_params_t *params, recap_re
 
     RECAP_CHECK_ARG(region_p != NULL, "region_p is NULL");
     RECAP_CHECK_ARG(params != NULL, "params is NULL");
+    RECAP_CHECK_NOT_IN_FRAMEWORK_OP("recap_region_create"); /* it joins its tracker */
     /* The set of live handles, not the magic: a destroyed manager's memory is not read. */
     RECAP_CHECK_ARG(params->manager == NULL ||
                     recap__handle_live(params->manager, RECAP_MAGIC_MANAGER),
@@ -79,12 +81,17 @@ recap_status_t recap_region_destroy(recap_region_h region)
     recap_status_t st;
 
     RECAP_CHECK_LIVE(region, RECAP_MAGIC_REGION, "region");
+    RECAP_CHECK_NOT_IN_FRAMEWORK_OP("recap_region_destroy"); /* it leaves its tracker */
     st = recap__region_not_running(region, "destroy");
+    if (st == RECAP_OK && region->manager != NULL && region->manager->busy)
+        st = recap__fail(RECAP_ERR_STATE, "destroy of a region while its manager releases or "
+                         "rebuilds it (nothing changed)");
     if (st != RECAP_OK)
         return st;
     RECAP_CHECK_ARG(recap__handle_unregister(region, RECAP_MAGIC_REGION),
                     "region %p destroyed twice at once", (void *)region);
     region->magic = RECAP_MAGIC_DEAD;
+    region->running = 1; /* the engine's operations below may call back */
     recap__trigger_disarm(region->rec.ops, region->rec.engine, &region->trigger);
     if (region->manager != NULL)
         recap__manager_forget(region->manager, region);
@@ -101,18 +108,23 @@ recap_status_t recap_region_record(recap_region_h region, recap_signature_h sig,
 
     RECAP_CHECK_HANDLE(region, RECAP_MAGIC_REGION, "region");
     st = recap__region_expect(region, RECAP_REGION_NEW, "record");
-    if (st == RECAP_OK)
-        st = recap__rec_prepare(&region->rec, sig, fn, args, nargs);
+    if (st == RECAP_OK && region->manager != NULL && region->manager->busy)
+        st = recap__fail(RECAP_ERR_STATE, "record of a region while its manager releases or "
+                         "rebuilds (nothing changed)");
     if (st != RECAP_OK)
         return st;
+    /* From here to the end the engine's operations (needs_grad, save) and the function run: a
+     * call back into this region's lifecycle is refused. */
     region->running = 1;
-    st = recap__rec_first(&region->rec);
-    region->running = 0;
+    st = recap__rec_prepare(&region->rec, sig, fn, args, nargs);
+    if (st == RECAP_OK)
+        st = recap__rec_first(&region->rec);
     if (st == RECAP_OK && !region->rec.plain) {
         recap__region_note_outputs(region);
         recap__rec_buffers(&region->rec, bufs);
         st = recap__rec_save(&region->rec, bufs);
     }
+    region->running = 0;
     if (st != RECAP_OK) {
         recap__rec_unprepare(&region->rec);
         return st;
@@ -129,7 +141,9 @@ recap_status_t recap_region_finish(recap_region_h region)
     st = recap__region_expect(region, RECAP_REGION_REBUILT, "finish");
     if (st != RECAP_OK)
         return st;
+    region->running = 1;
     recap__trigger_disarm(region->rec.ops, region->rec.engine, &region->trigger);
+    region->running = 0;
     region->state = RECAP_REGION_DONE;
     return RECAP_OK;
 }

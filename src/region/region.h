@@ -98,8 +98,9 @@ struct recap_region {
      * an input; dup[j], the earlier output with output j's handle (-1: none). */
     uint32_t aliased;
     int8_t dup[RECAP_MAX_ARGS];
-    /* Set while record or rebuild runs the region's function: the function (or a trigger it
-     * fires) calling back into the region's lifecycle gets RECAP_ERR_STATE. */
+    /* Set while a lifecycle call runs the region's function or the engine's operations for it:
+     * the function, an operation (or a trigger either fires) calling back into the region's
+     * lifecycle, or its manager's, gets RECAP_ERR_STATE. */
     int running;
 };
 
@@ -126,7 +127,8 @@ void recap__trigger_disarm(const recap_engine_ops_t *ops, void *engine, void **h
 struct recap_checkpoint {
     uint32_t magic; /* RECAP_MAGIC_CHECKPOINT while live */
     recap__rec_t rec;
-    int done; /* backward ran */
+    int done;    /* backward ran */
+    int running; /* backward runs: destroy and a second backward are refused meanwhile */
 };
 
 /* The position of the input kept distributed, or -1. */
@@ -140,6 +142,9 @@ struct recap_manager {
     size_t n, cap;
     int released; /* released, awaiting the rebuild */
     void *trigger;
+    /* Set while release or rebuild runs (the regions' functions, the engine's operations): a
+     * call back into the manager's destroy, add, release or rebuild gets RECAP_ERR_STATE. */
+    int busy;
 };
 
 recap_status_t recap__manager_add(recap_manager_h m, recap_region_h r);
@@ -151,5 +156,10 @@ void recap__manager_forget(recap_manager_h m, recap_region_h r);
  * operations and engine is not a live plain engine, NULL included). Declared here, below them,
  * so the core does not include the engines' headers. */
 recap_status_t recap__engine_check(const recap_engine_ops_t *ops, const void *engine);
+
+/* Regions, checkpoints, managers and wrappers using an engine pointer (users.c): the engines recap
+ * ships refuse destroy while any does. */
+recap_status_t recap__engine_use(const void *engine, int delta);
+size_t recap__engine_users(const void *engine);
 
 #endif

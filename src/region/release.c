@@ -67,7 +67,9 @@ recap_status_t recap__region_release(recap_region_h r)
     if (st != RECAP_OK)
         return st;
     recap__nvtx_push(RECAP_NVTX_RELEASE);
+    r->running = 1;
     st = release_outputs(r);
+    r->running = 0;
     recap__nvtx_pop();
     return st;
 }
@@ -92,8 +94,10 @@ recap_status_t recap_region_release(recap_region_h region, recap_buffer_t trigge
     if (st != RECAP_OK)
         return st;
     if (!region->rec.plain) {
+        region->running = 1; /* the engine's add_trigger may call back */
         st = recap__trigger_arm(region->rec.ops, region->rec.engine, trigger, on_trigger, region,
                                 &region->trigger);
+        region->running = 0;
         if (st != RECAP_OK)
             return st;
     }

@@ -9,12 +9,14 @@
 #include "config.h"
 
 #include <pthread.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "base/error.h"
 #include "base/handle.h"
+#include "base/lock.h"
 #include "base/log.h"
 #include "rng/generator.h"
 
@@ -24,12 +26,20 @@ struct recap__fw {
     char name[64];
     recap_generator_h gen;
     uint64_t id;
+    int pins; /* save_all / restore_all calls using it now (atomic) */
     struct recap__fw *prev, *next;
 };
 
-/* Every framework generator alive, for recap-probe and reports. */
+/* Every framework generator alive, for recap-probe, reports and exact-capture scopes. The lock
+ * is held for list changes and reads only, never around a framework operation (which may take
+ * long, fork, or call recap again): a scope pins the generators it reads or writes instead, and
+ * a generator being destroyed leaves the list, then waits for its pins to go. */
 static pthread_mutex_t registry_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct recap__fw *registry;
+/* The generators the calling thread pins (one scope call at a time per thread: a framework
+ * operation cannot enter or leave a scope), so a fork's child can recount pins. */
+static __thread struct recap__fw **pinning;
+static __thread size_t npinning;
 /* For RECAP_REPORT, written at exit when a framework may have destroyed its generators: how many
  * were created in the process, and the distinct names of the first few, as given (any bytes:
  * the report escapes them), each ended by a NUL. */
@@ -53,19 +63,28 @@ static recap_status_t op_result(const struct recap__fw *fw, const char *op, reca
                        recap_strerror(st));
 }
 
+/* The framework's code runs stepped out of recap's lock sections (base/lock.h): a fork in
+ * another thread does not wait for it, nor one it makes itself. */
 #define FW_CALL(fw, op, ...)                                                  \
     ({                                                                        \
         recap_status_t st_;                                                   \
+        int out_;                                                             \
         in_op++;                                                              \
+        out_ = recap__lock_step_out();                                        \
         st_ = (fw)->ops.op((fw)->ctx, __VA_ARGS__);                          \
+        recap__lock_step_in(out_);                                            \
         in_op--;                                                              \
         __builtin_expect(st_ == RECAP_OK, 1) ? RECAP_OK : op_result((fw), #op, st_); \
     })
 
 static void release_obj(const struct recap__fw *fw, void *obj)
 {
+    int out;
+
     in_op++;
+    out = recap__lock_step_out();
     fw->ops.state_release(fw->ctx, obj);
+    recap__lock_step_in(out);
     in_op--;
 }
 
@@ -185,13 +204,16 @@ recap_status_t recap__fw_exchange(recap_generator_h gen, recap__genstate_t *s,
     recap__genstate_t *old = gen->state;
     void *obj = NULL;
     recap_status_t st;
+    int out;
 
     /* The steady state of every fork and unfork: the installed object is the one recap installed
      * last, whose wrapper the generator's reference moves to the caller. */
     in_op++;
+    out = recap__lock_step_out();
     st = fw->ops.state_current(fw->ctx, &obj);
     if (__builtin_expect(st == RECAP_OK && old != NULL && old->fobj == obj, 1)) {
         st = fw->ops.state_install(fw->ctx, s->fobj);
+        recap__lock_step_in(out);
         in_op--;
         if (st != RECAP_OK)
             return op_result(fw, "state_install", st);
@@ -199,6 +221,7 @@ recap_status_t recap__fw_exchange(recap_generator_h gen, recap__genstate_t *s,
         *old_p = old;
         return RECAP_OK;
     }
+    recap__lock_step_in(out);
     in_op--;
     if (st != RECAP_OK)
         return op_result(fw, "state_current", st);
@@ -327,19 +350,27 @@ recap_status_t recap_generator_create_framework(const recap_framework_ops_t *ops
     return RECAP_OK;
 }
 
-void recap__fw_destroy(recap_generator_h gen)
+/* Takes the generator off the registry and waits for scopes in other threads using it. */
+void recap__fw_unlink(recap_generator_h gen)
 {
     struct recap__fw *fw = gen->fw;
 
     pthread_mutex_lock(&registry_lock);
     if (fw->prev != NULL)
         fw->prev->next = fw->next;
-    else
+    else if (registry == fw)
         registry = fw->next;
     if (fw->next != NULL)
         fw->next->prev = fw->prev;
+    fw->prev = fw->next = NULL;
     pthread_mutex_unlock(&registry_lock);
-    free(fw);
+    while (__atomic_load_n(&fw->pins, __ATOMIC_ACQUIRE) > 0)
+        sched_yield();
+}
+
+void recap__fw_destroy(recap_generator_h gen)
+{
+    free(gen->fw);
     gen->fw = NULL;
 }
 
@@ -393,26 +424,62 @@ recap_status_t recap_framework_generators(recap_framework_info_t *info, size_t c
     return RECAP_OK;
 }
 
-/* Under the registry's lock, so no generator goes while its value is read: a framework operation
- * cannot create or destroy generators (the in-op guard refuses it), so the lock cannot be asked
- * for again from inside. */
+/* Under registry_lock: pins (delta 1) or unpins (-1) the calling thread's generators (NULL
+ * entries: gone). */
+static void pin(struct recap__fw **fws, size_t n, int delta)
+{
+    size_t i;
+
+    for (i = 0; i < n; i++)
+        if (fws[i] != NULL)
+            __atomic_add_fetch(&fws[i]->pins, delta, __ATOMIC_RELEASE);
+    pinning = delta > 0 ? fws : NULL;
+    npinning = delta > 0 ? n : 0;
+}
+
+static void unpin(struct recap__fw **fws, size_t n)
+{
+    pthread_mutex_lock(&registry_lock);
+    pin(fws, n, -1);
+    pthread_mutex_unlock(&registry_lock);
+    free(fws);
+}
+
+static recap_status_t value_get(recap_generator_h gen, uint64_t *seed, uint64_t *offset)
+{
+    recap_status_t st;
+
+    recap__lock(&gen->lock);
+    st = recap__fw_get(gen, seed, offset);
+    recap__unlock(&gen->lock);
+    return st;
+}
+
+/* Reads every generator's value with none of recap's module locks held (each generator pinned). */
 recap_status_t recap__fw_save_all(recap__fw_value_t *v, size_t cap, size_t *count_p)
 {
     recap_status_t st = RECAP_OK;
-    struct recap__fw *fw;
-    size_t n = 0;
+    struct recap__fw *fw, **fws;
+    size_t n = 0, i;
 
     pthread_mutex_lock(&registry_lock);
-    for (fw = registry; fw != NULL && st == RECAP_OK; fw = fw->next, n++) {
-        if (n >= cap)
-            continue;
-        v[n].gen = fw->gen;
-        v[n].id = fw->id;
-        recap__lock(&fw->gen->lock);
-        st = recap__fw_get(fw->gen, &v[n].seed, &v[n].offset);
-        recap__unlock(&fw->gen->lock);
+    for (fw = registry; fw != NULL; fw = fw->next)
+        n++;
+    fws = calloc(cap ? cap : 1, sizeof(*fws));
+    if (fws == NULL) {
+        pthread_mutex_unlock(&registry_lock);
+        return recap__fail(RECAP_ERR_NO_MEMORY, "exact-capture scope");
     }
+    for (fw = registry, i = 0; fw != NULL && i < cap; fw = fw->next, i++) {
+        fws[i] = fw;
+        v[i].gen = fw->gen;
+        v[i].id = fw->id;
+    }
+    pin(fws, i, 1);
     pthread_mutex_unlock(&registry_lock);
+    for (i = 0; i < n && i < cap && st == RECAP_OK; i++)
+        st = value_get(v[i].gen, &v[i].seed, &v[i].offset);
+    unpin(fws, n < cap ? n : cap);
     if (st == RECAP_OK)
         *count_p = n;
     return st;
@@ -421,22 +488,49 @@ recap_status_t recap__fw_save_all(recap__fw_value_t *v, size_t cap, size_t *coun
 recap_status_t recap__fw_restore_all(const recap__fw_value_t *v, size_t n)
 {
     recap_status_t first = RECAP_OK, st;
-    struct recap__fw *fw;
+    struct recap__fw *fw, **fws = calloc(n ? n : 1, sizeof(*fws));
     size_t i;
 
+    if (fws == NULL)
+        return recap__fail(RECAP_ERR_NO_MEMORY, "exact-capture scope");
     pthread_mutex_lock(&registry_lock);
     for (i = 0; i < n; i++) {
         for (fw = registry; fw != NULL && !(fw->gen == v[i].gen && fw->id == v[i].id);
              fw = fw->next)
             ;
-        if (fw == NULL)
-            continue; /* destroyed inside the scope */
-        recap__lock(&fw->gen->lock);
-        st = recap__fw_set(fw->gen, v[i].seed, v[i].offset);
-        recap__unlock(&fw->gen->lock);
+        fws[i] = fw; /* NULL: destroyed inside the scope */
+    }
+    pin(fws, n, 1);
+    pthread_mutex_unlock(&registry_lock);
+    for (i = 0; i < n; i++) {
+        if (fws[i] == NULL)
+            continue;
+        recap__lock(&v[i].gen->lock);
+        st = recap__fw_set(v[i].gen, v[i].seed, v[i].offset);
+        recap__unlock(&v[i].gen->lock);
         if (first == RECAP_OK)
             first = st;
     }
-    pthread_mutex_unlock(&registry_lock);
+    unpin(fws, n);
     return first;
+}
+
+/* Creating a generator in a fork's child takes the lock; only the forking thread's pins are real
+ * there (the other threads are gone). */
+void recap__fw_atfork(recap__atfork_t when)
+{
+    struct recap__fw *fw;
+    size_t i;
+
+    if (when == RECAP_ATFORK_CHILD) {
+        for (fw = registry; fw != NULL; fw = fw->next)
+            fw->pins = 0;
+        for (i = 0; i < npinning; i++)
+            if (pinning[i] != NULL)
+                pinning[i]->pins = 0;
+        for (i = 0; i < npinning; i++)
+            if (pinning[i] != NULL)
+                pinning[i]->pins++;
+    }
+    recap__atfork_mutex(&registry_lock, when);
 }

@@ -105,6 +105,8 @@ recap_status_t recap_generator_destroy(recap_generator_h gen)
         return recap__fail(RECAP_ERR_STATE, "generator destroyed while %d tracker%s drive%s it: "
                            "destroy the tracker%s first", drivers, drivers == 1 ? "" : "s",
                            drivers == 1 ? "s" : "", drivers == 1 ? "" : "s");
+    if (gen->fw != NULL)
+        recap__fw_unlink(gen); /* first: a scope reading it in another thread finishes */
     RECAP_CHECK_ARG(recap__handle_unregister(gen, RECAP_MAGIC_GENERATOR),
                     "generator %p destroyed twice at once", (void *)gen);
     gen->magic = RECAP_MAGIC_DEAD;

@@ -136,7 +136,11 @@ recap_status_t recap__fw_restore_all(const recap__fw_value_t *v, size_t n);
 /* Framework generators created in this process and their distinct names, for RECAP_REPORT: each
  * name ended by a NUL, *len_p bytes in all (0 when they do not fit cap). */
 void recap__fw_seen(uint64_t *created_p, char *names, size_t cap, size_t *len_p);
+/* Destroying a framework generator: off the registry first (waits for scopes reading it), then,
+ * after its state objects went back, the rest. */
+void recap__fw_unlink(recap_generator_h gen);
 void recap__fw_destroy(recap_generator_h gen);
+void recap__fw_atfork(recap__atfork_t when);
 
 /* Whether the calling thread is inside a framework operation recap called: recap's tracker,
  * snapshot and generator calls made from there would wait on locks the thread holds, so they

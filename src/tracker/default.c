@@ -5,6 +5,8 @@
 #include "base/error.h"
 #include "tracker/tracker.h"
 
+/* Held for the pointer only, never while a tracker is created or destroyed: those run framework
+ * generators' operations, which may call recap_default_tracker_get or fork. */
 static recap__lock_t default_lock = RECAP_LOCK_INIT;
 static recap_tracker_h default_tracker;
 
@@ -43,7 +45,7 @@ static recap_status_t keep_existing(const recap_tracker_params_t *params, recap_
 recap_status_t recap_default_tracker_initialize(const recap_tracker_params_t *params,
                                                 int force_reset, recap_tracker_h *tracker_p)
 {
-    recap_tracker_h t;
+    recap_tracker_h t, old;
     recap_status_t st;
 
     RECAP_CHECK_ARG(params != NULL && tracker_p != NULL, "NULL argument");
@@ -53,18 +55,31 @@ recap_status_t recap_default_tracker_initialize(const recap_tracker_params_t *pa
         recap__unlock(&default_lock);
         return st;
     }
-    st = recap_tracker_create(params, &t);
-    if (st == RECAP_OK && default_tracker != NULL) {
-        st = recap__tracker_destroy(default_tracker);
-        if (st != RECAP_OK)
-            recap__tracker_destroy(t); /* the old one has forks open or regions, and stays */
-    }
-    if (st == RECAP_OK) {
-        default_tracker = t;
-        *tracker_p = t;
-    }
     recap__unlock(&default_lock);
-    return st;
+    st = recap_tracker_create(params, &t);
+    if (st != RECAP_OK)
+        return st;
+    recap__lock(&default_lock);
+    if (default_tracker != NULL && !force_reset) { /* another thread made one meanwhile */
+        st = keep_existing(params, tracker_p);
+        recap__unlock(&default_lock);
+        recap__tracker_destroy(t);
+        return st;
+    }
+    old = default_tracker;
+    default_tracker = t;
+    recap__unlock(&default_lock);
+    st = old != NULL ? recap__tracker_destroy(old) : RECAP_OK;
+    if (st != RECAP_OK) { /* the old one has forks open or regions, and stays */
+        recap__lock(&default_lock);
+        if (default_tracker == t)
+            default_tracker = old;
+        recap__unlock(&default_lock);
+        recap__tracker_destroy(t);
+        return st;
+    }
+    *tracker_p = t;
+    return RECAP_OK;
 }
 
 int recap__tracker_is_default(recap_tracker_h t)

@@ -7,6 +7,7 @@
 #include "config.h"
 
 #include <pthread.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -17,12 +18,17 @@
 #include "capture/capture.h"
 #include "tracker/tracker.h"
 
-/* Every live tracker. Entering or leaving a scope holds this lock while it snapshots or
- * restores them, so none is destroyed meanwhile; snapshots take each tracker's own lock inside
- * it, and tracker creation (the only other taker) holds nothing else. */
+/* Every live tracker. The lock is held for list changes only, never around a snapshot: a
+ * snapshot runs framework generators' operations, which may take long, fork, or call recap (and
+ * so this lock) again. Entering or leaving a scope pins the trackers it saves or restores instead;
+ * a tracker being destroyed leaves the list, then waits for its pins to go. */
 static pthread_mutex_t reg_lock = PTHREAD_MUTEX_INITIALIZER;
 static recap_tracker_h reg_head;
 static uint64_t reg_ids;
+/* The trackers the calling thread pins (at most one scope call at a time per thread: a
+ * framework operation cannot enter or leave a scope), so a fork's child can recount pins. */
+static __thread recap_tracker_h *pinning;
+static __thread size_t npinning;
 
 void recap__scope_track(recap_tracker_h t)
 {
@@ -46,6 +52,29 @@ void recap__scope_untrack(recap_tracker_h t)
     if (t->reg_next != NULL)
         t->reg_next->reg_prev = t->reg_prev;
     t->reg_prev = t->reg_next = NULL;
+    pthread_mutex_unlock(&reg_lock);
+    /* A scope in another thread may be snapshotting or restoring it now. */
+    while (__atomic_load_n(&t->scope_pins, __ATOMIC_ACQUIRE) > 0)
+        sched_yield();
+}
+
+/* Under reg_lock: pins (or, with delta -1, unpins) the trackers of the calling thread's scope call
+ * (the NULL entries are trackers gone). */
+static void pin(recap_tracker_h *ts, size_t n, int delta)
+{
+    size_t i;
+
+    for (i = 0; i < n; i++)
+        if (ts[i] != NULL)
+            __atomic_add_fetch(&ts[i]->scope_pins, delta, __ATOMIC_RELEASE);
+    pinning = delta > 0 ? ts : NULL;
+    npinning = delta > 0 ? n : 0;
+}
+
+static void unpin(recap_tracker_h *ts, size_t n)
+{
+    pthread_mutex_lock(&reg_lock);
+    pin(ts, n, -1);
     pthread_mutex_unlock(&reg_lock);
 }
 
@@ -90,32 +119,42 @@ static recap_status_t check_outside_capture(const char *what)
     return RECAP_OK;
 }
 
-/* Under reg_lock: a snapshot of every live tracker. */
+/* A snapshot of every live tracker, each pinned meanwhile. */
 static recap_status_t save_trackers(recap_exact_scope_h s)
 {
-    recap_tracker_h t;
-    recap_status_t st;
-    size_t n = 0;
+    recap_tracker_h t, *ts;
+    recap_status_t st = RECAP_OK;
+    size_t n = 0, i;
 
+    pthread_mutex_lock(&reg_lock);
     for (t = reg_head; t != NULL; t = t->reg_next)
         n++;
     s->tr = calloc(n ? n : 1, sizeof(*s->tr));
-    if (s->tr == NULL)
+    ts = calloc(n ? n : 1, sizeof(*ts));
+    if (s->tr == NULL || ts == NULL) {
+        pthread_mutex_unlock(&reg_lock);
+        free(ts);
         return recap__fail(RECAP_ERR_NO_MEMORY, "exact-capture scope");
-    for (t = reg_head; t != NULL; t = t->reg_next) {
+    }
+    for (t = reg_head, i = 0; t != NULL; t = t->reg_next, i++) {
+        ts[i] = t;
+        s->tr[i].t = t;
+        s->tr[i].id = t->reg_id;
+    }
+    pin(ts, n, 1);
+    pthread_mutex_unlock(&reg_lock);
+    for (i = 0; i < n && st == RECAP_OK; i++) {
         saved_tracker_t *e = &s->tr[s->ntr];
 
         st = recap_snapshot_create(&e->snap);
         if (st != RECAP_OK)
-            return st;
+            break;
         s->ntr++;
-        e->t = t;
-        e->id = t->reg_id;
-        st = recap_snapshot_take(t, e->snap);
-        if (st != RECAP_OK)
-            return st;
+        st = recap_snapshot_take(e->t, e->snap);
     }
-    return RECAP_OK;
+    unpin(ts, n);
+    free(ts);
+    return st;
 }
 
 static recap_status_t save_frameworks(recap_exact_scope_h s)
@@ -154,9 +193,7 @@ recap_status_t recap_exact_capture_enter(recap_exact_scope_h *scope_p)
         return recap__fail(RECAP_ERR_NO_MEMORY, "exact-capture scope");
     s->enabled = exact_enabled();
     if (s->enabled) {
-        pthread_mutex_lock(&reg_lock);
         st = save_trackers(s);
-        pthread_mutex_unlock(&reg_lock);
         if (st == RECAP_OK)
             st = save_frameworks(s);
         if (st != RECAP_OK) {
@@ -168,32 +205,50 @@ recap_status_t recap_exact_capture_enter(recap_exact_scope_h *scope_p)
     return RECAP_OK;
 }
 
+/* Restores the trackers still alive (each pinned meanwhile); the first failure is returned. */
+static recap_status_t restore_trackers(recap_exact_scope_h scope)
+{
+    recap_status_t first = RECAP_OK, st;
+    recap_tracker_h t, *ts = calloc(scope->ntr ? scope->ntr : 1, sizeof(*ts));
+    size_t i;
+
+    if (ts == NULL)
+        return recap__fail(RECAP_ERR_NO_MEMORY, "exact-capture scope");
+    pthread_mutex_lock(&reg_lock);
+    for (i = 0; i < scope->ntr; i++) {
+        for (t = reg_head; t != NULL && !(t == scope->tr[i].t && t->reg_id == scope->tr[i].id);
+             t = t->reg_next)
+            ;
+        ts[i] = t; /* NULL: destroyed inside the scope */
+    }
+    pin(ts, scope->ntr, 1);
+    pthread_mutex_unlock(&reg_lock);
+    for (i = 0; i < scope->ntr; i++) {
+        if (ts[i] == NULL)
+            continue;
+        st = recap_snapshot_restore(ts[i], scope->tr[i].snap);
+        if (first == RECAP_OK)
+            first = st;
+    }
+    unpin(ts, scope->ntr);
+    free(ts);
+    return first;
+}
+
 /* Trackers first (their generators' values with them), then the framework generators that no
  * tracker drives, which get the same values again where one does. */
 recap_status_t recap_exact_capture_leave(recap_exact_scope_h scope)
 {
     recap_status_t first = RECAP_OK, st;
-    recap_tracker_h t;
-    size_t i;
 
     RECAP_CHECK_ARG(scope != NULL, "scope is NULL");
     st = check_outside_capture("recap_exact_capture_leave");
     if (st != RECAP_OK)
         return st;
     if (scope->enabled) {
-        pthread_mutex_lock(&reg_lock);
-        for (i = 0; i < scope->ntr; i++) {
-            for (t = reg_head; t != NULL && !(t == scope->tr[i].t &&
-                                               t->reg_id == scope->tr[i].id);
-                 t = t->reg_next)
-                ;
-            if (t == NULL)
-                continue; /* destroyed inside the scope */
-            st = recap_snapshot_restore(t, scope->tr[i].snap);
-            if (first == RECAP_OK)
-                first = st;
-        }
-        pthread_mutex_unlock(&reg_lock);
+        st = restore_trackers(scope);
+        if (first == RECAP_OK)
+            first = st;
         st = recap__fw_restore_all(scope->fw, scope->nfw);
         if (first == RECAP_OK)
             first = st;
@@ -202,7 +257,21 @@ recap_status_t recap_exact_capture_leave(recap_exact_scope_h scope)
     return first;
 }
 
+/* In the child only the forking thread's pins are real: the other threads are gone. */
 void recap__scope_atfork(recap__atfork_t when)
 {
+    recap_tracker_h t;
+    size_t i;
+
+    if (when == RECAP_ATFORK_CHILD) {
+        for (t = reg_head; t != NULL; t = t->reg_next)
+            t->scope_pins = 0;
+        for (i = 0; i < npinning; i++)
+            if (pinning[i] != NULL)
+                pinning[i]->scope_pins = 0;
+        for (i = 0; i < npinning; i++)
+            if (pinning[i] != NULL)
+                pinning[i]->scope_pins++;
+    }
     recap__atfork_mutex(&reg_lock, when);
 }

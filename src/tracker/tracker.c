@@ -192,10 +192,12 @@ recap_status_t recap__tracker_destroy(recap_tracker_h tracker)
                            "destroy them first", users);
     }
     recap__unlock(&tracker->lock);
+    /* First, so that an exact-capture scope snapshotting it in another thread finishes with a
+     * live handle. */
+    recap__scope_untrack(tracker);
     RECAP_CHECK_ARG(recap__handle_unregister(tracker, RECAP_MAGIC_TRACKER),
                     "tracker %p destroyed twice at once", (void *)tracker);
     tracker->magic = RECAP_MAGIC_DEAD;
-    recap__scope_untrack(tracker);
     m.slots = tracker->slots;
     m.n = tracker->nslots;
     recap__map_free(&m);

@@ -75,6 +75,7 @@ struct recap_tracker {
     /* Every live tracker, for exact-capture scopes (scope.c). */
     struct recap_tracker *reg_prev, *reg_next;
     uint64_t reg_id;
+    int scope_pins; /* exact-capture scope calls using it now (scope.c; atomic) */
 };
 
 /* Adds to / removes from the registry of live trackers (scope.c). */

@@ -179,6 +179,9 @@ void op_manager(input_t *in);
 void op_checkpoint(input_t *in);
 void op_nccl(input_t *in);
 void op_probe(input_t *in);
+/* Forks and re-entry from inside framework and subscriber callbacks (ops_callbacks.c). */
+void op_callbacks(input_t *in);
+void fz_callbacks_reset(void);
 void op_rng_check(input_t *in);
 void fz_rng_check_all(void);
 recap_plain_engine_h fz_engine(int e, input_t *in);

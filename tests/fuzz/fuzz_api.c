@@ -7,6 +7,7 @@ static void setup(void)
     int i, n = 0;
 
     memset(&w, 0, sizeof(w));
+    fz_callbacks_reset();
     w.have_device = recap_device_count(&n) == RECAP_OK && n > 0;
     if (w.have_device) {
         for (i = 0; i < NSTREAM; i++)
@@ -97,6 +98,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         op_plain,           op_region,         op_manager,         op_checkpoint,
         op_region,          op_checkpoint,     op_nccl,            op_probe,
         op_rng_check,       op_nest,           op_output,
+        op_callbacks,
     };
     input_t in = {data, size};
     recap_capture_stats_t before, after;
