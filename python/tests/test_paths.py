@@ -39,6 +39,10 @@ class BytesPaths(unittest.TestCase):
         os.mkdir(self.dir)
         self.lib = os.path.join(self.dir, b"librecap.so.1")
         shutil.copy(os.fsencode(recap.library_path()), self.lib)
+        # recap-run preloads the interposer object beside the library (it finds librecap.so.1
+        # through $ORIGIN)
+        self.interposer = os.path.join(self.dir, b"librecap-preload.so")
+        shutil.copy(os.fsencode(recap.preload_path()), self.interposer)
 
     def tearDown(self):
         shutil.rmtree(self.tmp)
@@ -75,7 +79,7 @@ class BytesPaths(unittest.TestCase):
         r = self.run_py(code, {b"LD_PRELOAD": self.lib}, pythonpath=pkg)
         self.assertEqual(r.returncode, 0, r.stderr.decode(errors="replace"))
         preload, pythonpath = [bytes.fromhex(x) for x in r.stdout.decode().split()]
-        self.assertTrue(os.path.samefile(preload.split(b":")[0], self.lib), preload)
+        self.assertTrue(os.path.samefile(preload.split(b":")[0], self.interposer), preload)
         self.assertIn(os.path.join(pkg, b"recap", b"_autoload"), pythonpath.split(b":"))
 
 

@@ -484,6 +484,7 @@ def firstuse():
     """recap's first use inside a user's capture: nothing to bind, nothing written into a live
     generator; the operations run in recap._C from then on."""
     import recap.torch as rt
+    torch.cuda.init()  # as the user's capture would have (default_generators is empty before)
     before = torch.cuda.default_generators[0].get_state()
     g = torch.cuda.CUDAGraph()
     s = torch.cuda.Stream()
