@@ -737,11 +737,40 @@ START_TEST(python_and_torch_versions_come_from_python3_on_path)
     ck_assert_str_eq(jstr(py, "torch"), "9.8.7+cu130");
     ck_assert_str_eq(jstr(py, "torch_cuda"), "13.0");
     ck_assert_int_eq(jget(py, "note")->type, J_NULL);
+    ck_assert_int_eq(jget(py, "recap_torch")->type, J_NULL); /* python3 did not say */
     jfree(doc);
     snprintf(env, sizeof(env), NO_DRIVER " PATH=%s:$PATH RECAP_PROBE_PYTHON_TIMEOUT=10", dir);
     out = probe(env, "--check philox", 0, &status);
     ck_assert_msg(strstr(out, "\npython                  python 3.99.1, torch 9.8.7+cu130 (CUDA "
                               "13.0)\n") != NULL, "%s", out);
+    free(out);
+    drop_fake_python(dir);
+}
+END_TEST
+
+/* What recap.torch says of itself in the job's Python: its path, why not the extension, and why
+ * automatic registration cannot work, in the table and in --json. */
+START_TEST(recap_torch_path_and_registration_come_from_python3)
+{
+    char *dir = fake_python("python 3.99.1\\ntorch 9.8.7+cu130\\ntorch_cuda 13.0\\n"
+                            "recap_torch python\\nrecap_torch_why RECAP_TORCH_EXT=0\\n"
+                            "recap_torch_registration this torch has no CUDAGraph.register_"
+                            "generator_state\\n", "exit 0");
+    char env[512];
+    int status;
+    json_t *doc = probe_with_python(dir, "10", &status);
+    const json_t *rt = jget(jget(doc, "python"), "recap_torch");
+    char *out;
+
+    ck_assert_str_eq(jstr(rt, "ops"), "python");
+    ck_assert_str_eq(jstr(rt, "why"), "RECAP_TORCH_EXT=0");
+    ck_assert_str_eq(jstr(rt, "registration"),
+                     "this torch has no CUDAGraph.register_generator_state");
+    jfree(doc);
+    snprintf(env, sizeof(env), NO_DRIVER " PATH=%s:$PATH RECAP_PROBE_PYTHON_TIMEOUT=10", dir);
+    out = probe(env, "--check philox", 0, &status);
+    ck_assert_msg(strstr(out, "\nrecap.torch             python: RECAP_TORCH_EXT=0; automatic "
+                              "registration: this torch has no") != NULL, "%s", out);
     free(out);
     drop_fake_python(dir);
 }
@@ -1317,6 +1346,7 @@ int main(void)
     tcase_add_test(tc, settings_recap_does_not_take_are_flagged_by_name);
     tcase_add_test(tc, hooks_off_is_named_not_advised_around);
     tcase_add_test(tc, python_and_torch_versions_come_from_python3_on_path);
+    tcase_add_test(tc, recap_torch_path_and_registration_come_from_python3);
     tcase_add_test(tc, python_without_torch_says_so);
     tcase_add_test(tc, python_that_does_not_answer_is_cut_at_the_time_limit);
     tcase_add_test(tc, python_that_closes_its_output_and_runs_on_is_cut);

@@ -268,7 +268,10 @@ def backend() -> Dict[str, object]:
     return {"ops": "extension" if ext is not None else "python", "why": _ext.why,
             "torch": torch.__version__, "built_for": _ext.built_for(),
             "replay": bool(_replay._bound), "replay_why": _replay.why,
-            "registration": registration_problem}
+            "registration": registration_problem or (
+                "" if hasattr(torch.cuda.CUDAGraph, "register_generator_state") else
+                "this torch has no CUDAGraph.register_generator_state: tracker states are not "
+                "registered with captures")}
 
 
 def needs_registration() -> bool:

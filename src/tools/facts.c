@@ -172,6 +172,18 @@ static void json_python(const probe_python_t *p)
     json_string_or_null(p->torch[0] ? p->torch_cuda : NULL);
     fputs(",\"note\":", stdout);
     json_string_or_null(p->why[0] ? p->why : NULL);
+    fputs(",\"recap_torch\":", stdout);
+    if (p->recap_torch[0] == '\0') {
+        fputs("null", stdout);
+    } else {
+        fputs("{\"ops\":", stdout);
+        json_string_or_null(p->recap_torch);
+        fputs(",\"why\":", stdout);
+        json_string_or_null(p->recap_torch_why[0] ? p->recap_torch_why : NULL);
+        fputs(",\"registration\":", stdout);
+        json_string_or_null(p->recap_registration[0] ? p->recap_registration : NULL);
+        putchar('}');
+    }
     putchar('}');
 }
 
@@ -246,7 +258,7 @@ void facts_json(const probe_facts_t *f)
 
 static void table_python(const probe_python_t *p, int width)
 {
-    char text[512];
+    char text[1280];
 
     if (!p->ran)
         snprintf(text, sizeof(text), "not applicable: %s", p->why);
@@ -256,6 +268,14 @@ static void table_python(const probe_python_t *p, int width)
         snprintf(text, sizeof(text), "python %s, torch %s (%s%s)", p->version, p->torch,
                  p->torch_cuda[0] ? "CUDA " : "CPU build", p->torch_cuda);
     printf("%-*s", FACT_COL, "python");
+    tool_wrap(stdout, text, FACT_COL, FACT_COL, width);
+    if (p->recap_torch[0] == '\0')
+        return;
+    snprintf(text, sizeof(text), "%s%s%s%s%s", p->recap_torch,
+             p->recap_torch_why[0] ? ": " : "", p->recap_torch_why,
+             p->recap_registration[0] ? "; automatic registration: " : "",
+             p->recap_registration);
+    printf("%-*s", FACT_COL, "recap.torch");
     tool_wrap(stdout, text, FACT_COL, FACT_COL, width);
 }
 

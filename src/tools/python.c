@@ -21,7 +21,19 @@ static const char code[] =
     "print('python', sys.version.split()[0], flush=True)\n"
     "import torch\n"
     "print('torch', torch.__version__)\n"
-    "print('torch_cuda', torch.version.cuda or '')\n";
+    "print('torch_cuda', torch.version.cuda or '', flush=True)\n"
+    /* which path recap.torch runs here, and whether automatic registration can work */
+    "def one(s): return ' '.join(str(s).split())\n"
+    "try:\n"
+    "    import recap.torch as rt\n"
+    "    b = rt.backend()\n"
+    "except Exception as e:\n"
+    "    print('recap_torch absent')\n"
+    "    print('recap_torch_why', one(f'{type(e).__name__}: {e}'))\n"
+    "else:\n"
+    "    print('recap_torch', b['ops'])\n"
+    "    print('recap_torch_why', one(b['why']))\n"
+    "    print('recap_torch_registration', one(b['registration']))\n";
 
 int python_timeout(void)
 {
@@ -136,7 +148,7 @@ static int reap(pid_t pid, int *ws, int timeout_s, const struct timespec *t0)
 void python_probe(probe_python_t *p, int timeout_s)
 {
     struct timespec t0;
-    char out[1024];
+    char out[4096];
     int fd, ended, exited, ws = 0;
     pid_t pid;
 
@@ -164,6 +176,10 @@ void python_probe(probe_python_t *p, int timeout_s)
     field(out, "python", p->version, sizeof(p->version));
     field(out, "torch", p->torch, sizeof(p->torch));
     field(out, "torch_cuda", p->torch_cuda, sizeof(p->torch_cuda));
+    field(out, "recap_torch", p->recap_torch, sizeof(p->recap_torch));
+    field(out, "recap_torch_why", p->recap_torch_why, sizeof(p->recap_torch_why));
+    field(out, "recap_torch_registration", p->recap_registration,
+          sizeof(p->recap_registration));
     p->ran = p->version[0] != '\0';
     if (!ended)
         snprintf(p->why, sizeof(p->why), "python3 did not answer within %d s", timeout_s);

@@ -12,6 +12,9 @@ typedef struct probe_python {
     char version[64];     /* "3.11.2" */
     char torch[64];       /* "" when torch does not import */
     char torch_cuda[64];  /* torch.version.cuda ("" for a CPU build) */
+    char recap_torch[16]; /* recap.torch's path: "extension", "python", "absent"; "" untold */
+    char recap_torch_why[512];    /* why not the extension (or why recap.torch is absent) */
+    char recap_registration[512]; /* why automatic registration cannot work ("" when it can) */
 } probe_python_t;
 
 /* Seconds to wait for python3: $RECAP_PROBE_PYTHON_TIMEOUT, default 10; 0 does not run it. */
