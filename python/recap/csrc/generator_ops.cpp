@@ -187,11 +187,12 @@ recap_status_t state_current(void *fw, void **obj_p)
     Context *c = ctx(fw);
     return guarded([&] {
         std::lock_guard<std::mutex> held(c->lock);
+        // The generator's mutex for the read of its state too: torch's own graphsafe_set_state
+        // (Generator.graphsafe_set_state, another thread's) writes it holding only that one.
+        std::lock_guard<std::mutex> gen_held(c->gen.mutex());
         at::CUDAGeneratorImpl *def = cuda_impl(c->gen.unsafeGetGeneratorImpl());
-        if (!c->installed || state_of(cuda_impl(c->installed.get())) != state_of(def)) {
-            std::lock_guard<std::mutex> gen_held(c->gen.mutex());
+        if (!c->installed || state_of(cuda_impl(c->installed.get())) != state_of(def))
             c->installed = def->graphsafe_get_state();
-        }
         *obj_p = c->installed.get();
         return RECAP_OK;
     });
@@ -226,6 +227,11 @@ auto *test_contexts = new std::vector<std::unique_ptr<Context>>(); // recap._C._
 at::CUDAGeneratorState *state_of(at::CUDAGeneratorImpl *impl)
 {
     return (impl->*member(GeneratorStateTag{})).get();
+}
+
+const void *state_field(at::CUDAGeneratorImpl *impl)
+{
+    return &(impl->*member(GeneratorStateTag{}));
 }
 
 // A context on `gen`, its table filled with the operations above.

@@ -93,12 +93,25 @@ struct Run {
     }
 };
 
+#if defined(__SANITIZE_THREAD__)
+extern "C" void __tsan_write8(void *addr);
+// torch is not instrumented: ThreadSanitizer sees its writes only when told of them.
+void torch_wrote(at::Generator &gen)
+{
+    __tsan_write8(const_cast<void *>(state_field(cuda(gen.unsafeGetGeneratorImpl()))));
+}
+#else
+void torch_wrote(at::Generator &) {}
+#endif
+
 // torch's Generator.graphsafe_set_state / graphsafe_get_state bindings: the call under the
-// generator's mutex (torch/csrc/Generator.cpp).
+// generator's mutex (torch/csrc/Generator.cpp), which writes the generator's state pointer.
 void torch_set(at::Generator &gen, void *obj)
 {
     std::lock_guard<std::mutex> held(gen.mutex());
-    gen.graphsafe_set_state(at::Generator(c10::intrusive_ptr<Impl>::reclaim_copy(static_cast<Impl *>(obj))));
+    gen.graphsafe_set_state(
+        at::Generator(c10::intrusive_ptr<Impl>::reclaim_copy(static_cast<Impl *>(obj))));
+    torch_wrote(gen);
 }
 
 void torch_get(at::Generator &gen)

@@ -22,6 +22,8 @@ using StatePtr = c10::intrusive_ptr<at::CUDAGeneratorState>;
 // The state a generator (or a graph-safe state object) draws from now (generator_ops.cpp holds
 // the one explicit instantiation that names CUDAGeneratorImpl::state_).
 at::CUDAGeneratorState *state_of(at::CUDAGeneratorImpl *impl);
+// Where that pointer lives in the generator (tests: ThreadSanitizer is told of torch's writes).
+const void *state_field(at::CUDAGeneratorImpl *impl);
 
 struct GraphMembers : at::cuda::CUDAGraph {
     static constexpr auto table = &GraphMembers::captured_generator_states_;
