@@ -73,7 +73,7 @@ class HandlesUnderThreads(unittest.TestCase):
             self.assertGreater(counts[op], 0, op)
         self.assertEqual(counts["checked"], 12 * len(self.targets))
         self.assertGreater(counts["fresh"], 0, "torch's own installs never seen by current")
-        if VALUE_OPS:
+        if VALUE_OPS and not torch.cuda.is_available():
             # No device: each value operation was refused with torch's message, in its thread.
             self.assertEqual(counts["value_refused"], counts["value"])
         self.settle_and_release()
