@@ -29,6 +29,9 @@ BUILT = os.path.join(HERE, "..", "src", ".libs", "librecap.so.1")
 TREE_INCLUDE = os.path.join(HERE, "..", "include")
 PKG_INCLUDE = os.path.join(HERE, "recap", "include")
 PYTHON_OPS = os.environ.get("RECAP_PYTHON_OPS") == "1"
+# A sanitizer build of recap._C for scripts/ci-torch-threads: thread or address (never shipped;
+# the sanitizer's runtime must be preloaded into python to import it).
+SANITIZE = os.environ.get("RECAP_EXT_SANITIZE", "")
 
 
 def copy_headers() -> str:
@@ -62,6 +65,9 @@ def extension_build():
             f"recap-rng: its torch extension needs torch in the build environment ({e}). "
             "Install torch, then: pip install --no-build-isolation ./python. "
             "RECAP_PYTHON_OPS=1 installs without the extension (slower Python operations).")
+    if SANITIZE not in ("", "thread", "address"):
+        raise SystemExit(f"recap-rng: RECAP_EXT_SANITIZE={SANITIZE!r}: thread or address")
+    sanitize = [f"-fsanitize={SANITIZE}", "-fno-omit-frame-pointer", "-g"] if SANITIZE else []
     include = copy_headers()
     csrc = os.path.join("recap", "csrc")
     ext = CUDAExtension(
@@ -69,7 +75,8 @@ def extension_build():
         include_dirs=[os.path.abspath(include), os.path.abspath(csrc)],
         define_macros=[("RECAP_TORCH_BUILT_FOR", '"%s"' % torch.__version__)],
         extra_compile_args={"cxx": ["-O2", "-Wall", "-Wextra", "-Werror",
-                                    "-Wno-unused-parameter"]})
+                                    "-Wno-unused-parameter"] + sanitize},
+        extra_link_args=sanitize)
 
     class BuildExt(BuildExtension):
         def run(self):

@@ -15,6 +15,7 @@
 #include <mutex>
 #include <string>
 #include <unordered_map>
+#include <vector>
 
 #include <ATen/core/Generator.h>
 #include <c10/util/Exception.h>
@@ -186,11 +187,12 @@ recap_status_t state_current(void *fw, void **obj_p)
     Context *c = ctx(fw);
     return guarded([&] {
         std::lock_guard<std::mutex> held(c->lock);
+        // The generator's mutex for the read of its state too: torch's own graphsafe_set_state
+        // (Generator.graphsafe_set_state, another thread's) writes it holding only that one.
+        std::lock_guard<std::mutex> gen_held(c->gen.mutex());
         at::CUDAGeneratorImpl *def = cuda_impl(c->gen.unsafeGetGeneratorImpl());
-        if (!c->installed || state_of(cuda_impl(c->installed.get())) != state_of(def)) {
-            std::lock_guard<std::mutex> gen_held(c->gen.mutex());
+        if (!c->installed || state_of(cuda_impl(c->installed.get())) != state_of(def))
             c->installed = def->graphsafe_get_state();
-        }
         *obj_p = c->installed.get();
         return RECAP_OK;
     });
@@ -218,6 +220,7 @@ recap_status_t needs_registration(void *, int *needs_p)
 
 std::mutex contexts_lock;
 auto *contexts = new std::unordered_map<int, std::unique_ptr<Context>>();
+auto *test_contexts = new std::vector<std::unique_ptr<Context>>(); // recap._C._test_context
 
 } // namespace
 
@@ -226,31 +229,55 @@ at::CUDAGeneratorState *state_of(at::CUDAGeneratorImpl *impl)
     return (impl->*member(GeneratorStateTag{})).get();
 }
 
+const void *state_field(at::CUDAGeneratorImpl *impl)
+{
+    return &(impl->*member(GeneratorStateTag{}));
+}
+
+// A context on `gen`, its table filled with the operations above.
+static std::unique_ptr<Context> new_context(at::Generator gen, std::string name)
+{
+    auto made = std::make_unique<Context>();
+    made->gen = std::move(gen);
+    made->name = std::move(name);
+    recap_framework_ops_t &ops = made->ops;
+    ops.version = RECAP_FRAMEWORK_OPS_VERSION;
+    ops.name = made->name.c_str();
+    ops.get_state = get_state;
+    ops.set_state = set_state;
+    ops.state_create = state_create;
+    ops.state_clone = state_clone;
+    ops.state_install = state_install;
+    ops.state_current = state_current;
+    ops.state_get = state_get;
+    ops.state_set = state_set;
+    ops.state_release = state_release;
+    ops.state_retain = state_retain;
+    ops.needs_registration = needs_registration;
+    return made;
+}
+
 void *framework_context(int device)
 {
     std::lock_guard<std::mutex> held(contexts_lock);
     auto &c = (*contexts)[device];
-    if (!c) {
-        auto made = std::make_unique<Context>();
-        made->gen = at::cuda::detail::getDefaultCUDAGenerator(device);
-        made->name = "torch.cuda:" + std::to_string(device);
-        recap_framework_ops_t &ops = made->ops;
-        ops.version = RECAP_FRAMEWORK_OPS_VERSION;
-        ops.name = made->name.c_str();
-        ops.get_state = get_state;
-        ops.set_state = set_state;
-        ops.state_create = state_create;
-        ops.state_clone = state_clone;
-        ops.state_install = state_install;
-        ops.state_current = state_current;
-        ops.state_get = state_get;
-        ops.state_set = state_set;
-        ops.state_release = state_release;
-        ops.state_retain = state_retain;
-        ops.needs_registration = needs_registration;
-        c = std::move(made);
-    }
+    if (!c)
+        c = new_context(at::cuda::detail::getDefaultCUDAGenerator(device),
+                        "torch.cuda:" + std::to_string(device));
     return c.get();
+}
+
+void *test_context(at::Generator gen)
+{
+    std::lock_guard<std::mutex> held(contexts_lock);
+    test_contexts->push_back(
+        new_context(std::move(gen), "test:" + std::to_string(test_contexts->size())));
+    return test_contexts->back().get();
+}
+
+at::Generator context_generator(void *context)
+{
+    return ctx(context)->gen;
 }
 
 const recap_framework_ops_t *framework_ops_of(void *context)

@@ -14,6 +14,11 @@
 namespace py = pybind11;
 using namespace recap_torch;
 
+namespace recap_torch {
+// The _test_ entries (test_entries.cpp).
+void define_test_entries(py::module_ &m);
+} // namespace recap_torch
+
 PYBIND11_MODULE(_C, m)
 {
     std::string running = py::module_::import("torch").attr("__version__").cast<std::string>();
@@ -57,4 +62,5 @@ PYBIND11_MODULE(_C, m)
     m.def(
         "graph_states", [](at::cuda::CUDAGraph &g) { return graph_states(&g); },
         "the (state address, increment) pairs of the graph's table");
+    define_test_entries(m);
 }

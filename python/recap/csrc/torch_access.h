@@ -22,6 +22,8 @@ using StatePtr = c10::intrusive_ptr<at::CUDAGeneratorState>;
 // The state a generator (or a graph-safe state object) draws from now (generator_ops.cpp holds
 // the one explicit instantiation that names CUDAGeneratorImpl::state_).
 at::CUDAGeneratorState *state_of(at::CUDAGeneratorImpl *impl);
+// Where that pointer lives in the generator (tests: ThreadSanitizer is told of torch's writes).
+const void *state_field(at::CUDAGeneratorImpl *impl);
 
 struct GraphMembers : at::cuda::CUDAGraph {
     static constexpr auto table = &GraphMembers::captured_generator_states_;
@@ -34,6 +36,11 @@ struct GraphMembers : at::cuda::CUDAGraph {
 // `device`, and their table (include/recap.h); both live as long as the process.
 void *framework_context(int device);
 const recap_framework_ops_t *framework_ops_of(void *context);
+// Tests (test_entries.cpp): a context as framework_context's, with the same table, on any CUDA
+// generator (one made without a device); it lives as long as the process too. The generator a
+// context drives.
+void *test_context(at::Generator gen);
+at::Generator context_generator(void *context);
 
 // An owned reference to a recap state handle as a torch generator (for registration).
 at::Generator state_generator(void *handle);
