@@ -7,7 +7,9 @@ CUDA graphs.
   the value form is ``get_state``/``set_state`` (16 bytes, ``torch.cuda.get_rng_state``'s
   layout), the graph-safe form is torch's state objects (``clone_state``, ``graphsafe_get_state``,
   ``graphsafe_set_state``). Everything torch draws inside a fork (dropout, randn, fused
-  attention) then draws from the named state.
+  attention) then draws from the named state. The table's operations are recap._C's
+  (recap/csrc/generator_ops.cpp: torch's own C++ calls, no Python in them) where the extension
+  was built for the running torch, and this module's Python ones otherwise (``backend()``).
 - Registration: torch 2.11 has no global capture hook (2.14 adds one that fires after the capture
   began, too late to register a generator). ``install()`` wraps the narrowest point that every
   torch capture goes through, ``torch.cuda.graphs.CUDAGraph.capture_begin`` (``torch.cuda.graph``,
