@@ -52,6 +52,9 @@ static pid_t cb_pids[CALLBACK_FORKS];
 static int ncb_pids;
 static int cb_forks_left = CALLBACK_FORKS; /* atomic */
 static __thread int in_child; /* set in a child forked inside a callback */
+static __thread int is_worker; /* the threads whose callbacks fork: the main thread's callbacks
+                                * (creating and seeding the generators) do not, or the child
+                                * would run the rest of the test over again */
 
 static recap_subscription_h sub;
 static recap_tracker_h tracker;
@@ -125,7 +128,7 @@ static void callback_extras(void)
 
     if (r % 4 == 0)
         nap_us((long)(r >> 40) % 300);
-    if (r % 37 == 1 && __atomic_sub_fetch(&cb_forks_left, 1, __ATOMIC_RELAXED) >= 0) {
+    if (is_worker && r % 37 == 1 && __atomic_sub_fetch(&cb_forks_left, 1, __ATOMIC_RELAXED) >= 0) {
         pid_t pid = fork();
 
         if (pid == 0) {
@@ -202,6 +205,7 @@ static void *worker(void *arg)
     recap_graph_exec_t exec = (recap_graph_exec_t)(uintptr_t)0x5eed0;
 
     rnd_state = w->seed;
+    is_worker = 1;
     while (!__atomic_load_n(&w->stop, __ATOMIC_ACQUIRE)) {
         switch (w->which) {
         case 0: /* scopes read and write every framework generator and tracker */
