@@ -310,6 +310,13 @@ def _states_now(t):
     return out
 
 
+def _path():
+    """Which operations recap.torch runs here (RECAP_TORCH_EXT=0: the Python ones)."""
+    import recap.torch as rt
+    b = rt.backend()
+    return "recap._C" if b["ops"] == "extension" else f"the Python operations ({b['why']})"
+
+
 def capture_sequence(mod, graph_safe, ops, captured=True, replays=3):
     """ops inside torch.cuda.graph (each one's outcome: ok or torch's error), then replays with
     eager draws between, then every state; captured=False runs the ops eagerly instead of each
@@ -389,7 +396,7 @@ def capture_ops():
         else:
             what = "outcomes, replays, later eager draws and every state = torch's API"
         check(agree == len(cases), f"inside torch.cuda.graph, {mode}: {len(cases)} sequences of "
-              f"get/set_states, forks, snapshots, _fork_rng through recap._C: {what}: "
+              f"get/set_states, forks, snapshots, _fork_rng through {_path()}: {what}: "
               f"{agree}/{len(cases)}")
 
 
@@ -417,7 +424,8 @@ def lstm():
     for every in (1, 2, 5):
         a, b = lstm_step(meg, every), lstm_step(rec, every)
         check(all(torch.equal(u, v) for u, v in zip(a, b)), f"nn.LSTM(dropout=0.4), states set "
-              f"every {every} step(s): recap._C's writes give torch's outputs (cuDNN's RNN flag)")
+              f"every {every} step(s): writes through {_path()} give torch's outputs (cuDNN's RNN "
+              "flag)")
 
 
 def threads():
