@@ -44,10 +44,12 @@ except ImportError as e:  # one clear line instead of a traceback from deep insi
 from . import _abi, _ext
 from . import _lib
 from ._lib import RecapError, check, lib
+from ._verify import GraphMismatch, GraphMismatchWarning
 
 __all__ = ["backend", "TorchGenerator", "generator", "install", "uninstall", "register_tracker",
            "registered_states", "needs_registration", "exact_capture", "warmup",
-           "make_graphed_callables", "RecapTracker", "dropout", "launch_dropout",
+           "make_graphed_callables", "verified_graph", "GraphMismatch", "GraphMismatchWarning",
+           "RecapTracker", "dropout", "launch_dropout",
            "reference_keep", "kernel_backend"]
 
 # recap's own dropout (recap/_dropout.py), imported on first use so that Triton loads only then.
@@ -414,12 +416,108 @@ warmup = exact_capture
 _orig_make_graphed_callables = None
 
 
-def make_graphed_callables(*args, **kwargs):
+def make_graphed_callables(callables, sample_args, *args, verify=None, **kwargs):
     """torch.cuda.make_graphed_callables (same arguments) inside ``exact_capture``: its warm-up
-    iterations and captures move no generator, so graphed training equals eager training."""
+    iterations and captures move no generator, so graphed training equals eager training.
+
+    ``verify`` (default: ``RECAP_VERIFY_GRAPHS``, else ``"raise"``) checks that too: before the
+    capture the callables run one step eagerly (forward in order, backward in reverse order with
+    fixed output gradients), and after it the graphed callables replay that step once from the
+    same generator states; outputs and the gradients of inputs and parameters must be equal bit
+    for bit. A mismatch raises ``recap.torch.GraphMismatch`` (``"warn"``: warns
+    ``GraphMismatchWarning``; ``False``: no check) naming what differs, how the generators'
+    offsets moved, and, where torch picks another attention kernel under capture, the backend to
+    pin. Every generator and module buffer ends where the capture alone would leave it."""
+    from . import _verify
     fn = _orig_make_graphed_callables or torch.cuda.make_graphed_callables
+    how = _verify.mode(verify)
+    if how == "off":
+        with exact_capture():
+            return fn(callables, sample_args, *args, **kwargs)
+    multi = isinstance(callables, tuple)
+    calls = callables if multi else (callables,)
+    samples = sample_args if multi else (sample_args,)
+    v = _verify.Verifier("make_graphed_callables",
+                         [c for c in calls if isinstance(c, torch.nn.Module)])
+    grads: Dict[int, list] = {}
     with exact_capture():
-        return fn(*args, **kwargs)
+        v.eager(lambda: _graphed_step(calls, samples, grads))
+        graphed = v.capture(lambda: fn(callables, sample_args, *args, **kwargs))
+        v.replay(lambda: _graphed_step(graphed if multi else (graphed,), samples, grads))
+    v.check(how)
+    return graphed
+
+
+def _clone_arg(a):
+    if isinstance(a, torch.Tensor):
+        return a.detach().clone().requires_grad_(a.requires_grad)
+    return a
+
+
+def _graphed_step(calls, samples, grads: Dict[int, list]):
+    """One training step of make_graphed_callables' callables as it replays them: forwards in
+    order, backwards in reverse; the named outputs and gradients. The output gradients are made
+    once (a CPU generator of its own: no CUDA generator moves) and reused for the replay."""
+    from torch.utils._pytree import tree_flatten
+    named, pending = [], []
+    for i, (c, args) in enumerate(zip(calls, samples)):
+        inputs = tuple(_clone_arg(a) for a in args)
+        outs = tree_flatten(c(*inputs))[0]
+        named += [(f"callable {i} output {j}", o) for j, o in enumerate(outs)]
+        pending.append((i, c, inputs, outs))
+    for i, c, inputs, outs in reversed(pending):
+        diff = [o for o in outs if isinstance(o, torch.Tensor) and o.requires_grad]
+        wrt = [(f"input {k}", a) for k, a in enumerate(inputs)
+               if isinstance(a, torch.Tensor) and a.requires_grad]
+        if isinstance(c, torch.nn.Module):
+            wrt += [(f"parameter {n}", p) for n, p in c.named_parameters() if p.requires_grad]
+        if not diff or not wrt:
+            continue
+        if i not in grads:
+            g = torch.Generator().manual_seed(0x5EED + i)
+            grads[i] = [torch.randn(o.shape, generator=g).to(o.device, o.dtype) for o in diff]
+        got = torch.autograd.grad(diff, [t for _, t in wrt], grads[i], allow_unused=True)
+        named += [(f"callable {i} gradient of {n}", t) for (n, _), t in zip(wrt, got)]
+    return named
+
+
+def verified_graph(fn, *args, verify=None, pool=None, warmup_iters: int = 1):
+    """Captures ``fn(*args)`` into a new ``torch.cuda.CUDAGraph`` (after ``warmup_iters`` eager
+    calls on a side stream, as torch advises) and checks its first replay against ``fn(*args)``
+    run eagerly from the same generator states, bit for bit (``verify`` as for
+    ``make_graphed_callables``). Returns ``(graph, outputs)``: the outputs are the graph's static
+    tensors, and ``args`` its static inputs (copy new data into them, then ``graph.replay()``).
+    Generators and module buffers end where capturing alone would leave them."""
+    from . import _verify
+    from torch.utils._pytree import tree_flatten
+    how = _verify.mode(verify)
+    v = _verify.Verifier("verified_graph", [fn] if isinstance(fn, torch.nn.Module) else [])
+    state = {}
+
+    def capture():
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            for _ in range(warmup_iters):
+                fn(*args)
+        torch.cuda.current_stream().wait_stream(side)
+        g = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(g, pool=pool):
+            state["out"] = fn(*args)
+        return g
+
+    def named(out):
+        return [(f"output {j}", o) for j, o in enumerate(tree_flatten(out)[0])]
+
+    with exact_capture(), torch.no_grad():
+        if how != "off":
+            v.eager(lambda: named(fn(*args)))
+        graph = v.capture(capture) if how != "off" else exact_capture()(capture)()
+        if how != "off":
+            v.replay(lambda: (graph.replay(), named(state["out"]))[1])
+    if how != "off":
+        v.check(how)
+    return graph, state["out"]
 
 
 _orig: Dict[str, object] = {}  # torch.cuda.graphs.CUDAGraph's methods before install()

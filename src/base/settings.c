@@ -14,6 +14,7 @@ static const char *const hooks[] = {"auto", "preload", "cupti", "off", NULL};   
 static const char *const log_levels[] = {"off", "warn", "info", "debug", "0", NULL}; /* log.c */
 static const char *const flag[] = {"0", "1", NULL};
 static const char *const on_off[] = {"1", "0", NULL};
+static const char *const verify[] = {"raise", "warn", "off", "0", NULL}; /* recap/_verify.py */
 
 typedef struct {
     const char *name; /* a name, or a family's prefix ending in '_' */
@@ -39,6 +40,7 @@ static const setting_t table[] = {
     {"RECAP_MEGATRON", NULL},
     {"RECAP_TORCH_REPLAY", NULL},
     {"RECAP_TORCH_EXT", NULL},
+    {"RECAP_VERIFY_GRAPHS", verify},
     {"RECAP_SITE", NULL},
     {"RECAP_TORCH_KERNEL", NULL},
     {"RECAP_INCLUDE", NULL},

@@ -1,0 +1,330 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Graphs on = graphs off, checked at capture: the first replay of a freshly captured graph
+against the same step run eagerly, from the same generator states, bit for bit.
+
+recap makes a replay draw the random numbers the eager step would; it cannot make torch pick the
+same kernels under capture as eagerly. When it does not (scaled_dot_product_attention choosing
+another backend under capture is the case met in practice), the graphed model silently computes
+something else than the eager one it was made from. This module finds that out once, when the
+graph is made, and says what differs:
+
+- ``compare(eager, replayed)``: every tensor pair compared bit for bit (NaNs included); what
+  differs, with how many elements and by how much.
+- ``SdpaRecorder``: while it is active, every ``F.scaled_dot_product_attention`` call records the
+  backend torch's dispatcher picks for its inputs (``torch._fused_sdp_choice``: the function
+  the dispatcher itself asks), eagerly and under capture; ``findings()`` names the calls whose
+  backend differs between the two and the backend to pin (``torch.nn.attention.sdpa_kernel``).
+- ``Verifier``: the phases around a capture (the eager reference, the capture, the first replay),
+  each inside its own ``exact_capture`` scope, so each starts from the generator states the
+  capture started from and leaves them there; module buffers (BatchNorm's running statistics)
+  put back after each extra pass; the generators' offsets read before and after each step.
+- ``GraphMismatch`` (raised) and ``GraphMismatchWarning`` (warned) carry the report.
+
+``recap.torch.make_graphed_callables`` and ``recap.torch.verified_graph`` use it;
+``RECAP_VERIFY_GRAPHS`` (raise, warn, 0) sets what a mismatch does where the caller did not say.
+Cost: one eager step and one replay per graph, at creation; nothing per step.
+"""
+from __future__ import annotations
+
+import contextlib
+import os
+import warnings
+from typing import Callable, Dict, Iterable, List, Optional, Sequence, Tuple
+
+import torch
+
+__all__ = ["GraphMismatch", "GraphMismatchWarning", "compare", "SdpaRecorder", "Verifier",
+           "mode"]
+
+_MODES = ("raise", "warn", "off")  # src/base/settings.c lists them too (recap-probe flags typos)
+
+
+class GraphMismatch(RuntimeError):
+    """The first replay of a graph did not compute what the eager step computed."""
+
+    def __init__(self, report: str, differences: List[str], offsets: List[str],
+                 sdpa: List[str]) -> None:
+        super().__init__(report)
+        self.differences = differences
+        self.offsets = offsets
+        self.sdpa = sdpa
+
+
+class GraphMismatchWarning(UserWarning):
+    """What GraphMismatch says, as a warning (``verify="warn"``)."""
+
+
+def mode(verify) -> str:
+    """The caller's choice (True/False/"raise"/"warn"/"off"), else RECAP_VERIFY_GRAPHS, else
+    raise."""
+    if verify is None:
+        verify = (os.environ.get("RECAP_VERIFY_GRAPHS", "raise") or "raise").lower()
+    if verify is True:
+        return "raise"
+    if verify is False or verify in ("0", "off"):
+        return "off"
+    if verify not in _MODES:
+        raise ValueError(f"verify={verify!r}: one of True, False, {', '.join(map(repr, _MODES))}")
+    return verify
+
+
+# ---------------------------------------------------------------- comparing tensors
+
+_INT_OF_SIZE = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}
+
+
+def _bits(t: torch.Tensor) -> torch.Tensor:
+    """The tensor's bits as integers of its element size (NaN = NaN when the bits are)."""
+    t = t.detach()
+    if t.is_complex():
+        t = torch.view_as_real(t)
+    if t.dtype == torch.bool:
+        return t.to(torch.uint8)
+    size = t.element_size()
+    if t.is_floating_point() and size in _INT_OF_SIZE:
+        return t.contiguous().view(_INT_OF_SIZE[size])
+    return t
+
+
+def _describe(t: torch.Tensor) -> str:
+    return f"{list(t.shape)} {str(t.dtype).replace('torch.', '')}"
+
+
+def compare(eager: Sequence[Tuple[str, Optional[torch.Tensor]]],
+            replayed: Sequence[Tuple[str, Optional[torch.Tensor]]]) -> List[str]:
+    """What differs between two lists of named tensors, bit for bit: one line per pair that
+    does (shape, dtype, presence, or values: how many elements and the largest difference)."""
+    out: List[str] = []
+    if len(eager) != len(replayed):
+        out.append(f"the eager step gave {len(eager)} tensors, the replay {len(replayed)}")
+    for (name, a), (_, b) in zip(eager, replayed):
+        if a is None or b is None:
+            if (a is None) != (b is None):
+                out.append(f"{name}: {'none' if a is None else 'a tensor'} eagerly, "
+                           f"{'none' if b is None else 'a tensor'} from the replay")
+            continue
+        if a.shape != b.shape or a.dtype != b.dtype:
+            out.append(f"{name}: {_describe(a)} eagerly, {_describe(b)} from the replay")
+            continue
+        a_bits, b_bits = _bits(a), _bits(b.to(a.device))
+        differ = a_bits != b_bits
+        if a_bits.dim() > a.dim():  # complex: a difference in either part
+            differ = differ.any(dim=-1)
+        n = int(differ.sum())
+        if n == 0:
+            continue
+        detail = ""
+        if a.is_floating_point() or a.is_complex():
+            wide = torch.complex128 if a.is_complex() else torch.float64
+            d = (a.detach().to(wide) - b.detach().to(a.device, wide)).abs()
+            d = d[torch.isfinite(d)]
+            if d.numel():
+                detail = f", largest difference {float(d.max()):.3g}"
+        out.append(f"{name} ({_describe(a)}): {n} of {a.numel()} elements differ{detail}")
+    return out
+
+
+# ---------------------------------------------------------------- which attention kernel
+
+def _capturing() -> bool:
+    return torch.cuda.is_available() and torch.cuda.is_current_stream_capturing()
+
+
+class SdpaRecorder(contextlib.ContextDecorator):
+    """Records, for every ``torch.nn.functional.scaled_dot_product_attention`` call while
+    active, the backend torch's dispatcher picks for those inputs and whether the call ran under
+    capture. ``capturing`` says which (tests pass their own)."""
+
+    def __init__(self, capturing: Callable[[], bool] = _capturing) -> None:
+        self.capturing = capturing
+        self.calls: List[Tuple[str, bool, str]] = []  # (signature, under capture, backend)
+        self._saved = None
+
+    def _record(self, args, kwargs) -> None:
+        try:
+            q, k, v = args[:3]
+            mask = args[3] if len(args) > 3 else kwargs.get("attn_mask")
+            dropout = args[4] if len(args) > 4 else kwargs.get("dropout_p", 0.0)
+            causal = args[5] if len(args) > 5 else kwargs.get("is_causal", False)
+            scale = args[6] if len(args) > 6 else kwargs.get("scale")
+            gqa = kwargs.get("enable_gqa", False)
+            choice = torch._fused_sdp_choice(q, k, v, mask, dropout, causal, scale=scale,
+                                             enable_gqa=gqa)
+            backend = torch.nn.attention.SDPBackend(int(choice)).name
+        except Exception as e:  # noqa: BLE001 - a diagnosis: never the reason a call fails
+            backend = f"unknown ({type(e).__name__})"
+            q = args[0] if args else None
+            mask = dropout = causal = None
+        sig = "scaled_dot_product_attention("
+        if isinstance(q, torch.Tensor):
+            sig += f"query {_describe(q)}"
+            sig += f", dropout_p={dropout}" if dropout else ""
+            sig += ", is_causal=True" if causal else ""
+            sig += f", attn_mask {_describe(mask)}" if isinstance(mask, torch.Tensor) else ""
+        self.calls.append((sig + ")", bool(self.capturing()), backend))
+
+    def __enter__(self) -> "SdpaRecorder":
+        import torch.nn.functional as F
+        self._saved = F.scaled_dot_product_attention
+        inner = self._saved
+
+        def scaled_dot_product_attention(*args, **kwargs):
+            self._record(args, kwargs)
+            return inner(*args, **kwargs)
+
+        scaled_dot_product_attention.__wrapped__ = inner
+        F.scaled_dot_product_attention = scaled_dot_product_attention
+        return self
+
+    def __exit__(self, *exc) -> bool:
+        import torch.nn.functional as F
+        F.scaled_dot_product_attention = self._saved
+        return False
+
+    def findings(self) -> List[str]:
+        """One line per call signature whose backend differs between eager and capture, with
+        the backend to pin: the one chosen under capture (it captures, and eager runs it too)."""
+        seen: Dict[str, Dict[bool, List[str]]] = {}
+        for sig, captured, backend in self.calls:
+            seen.setdefault(sig, {}).setdefault(captured, [])
+            if backend not in seen[sig][captured]:
+                seen[sig][captured].append(backend)
+        out = []
+        for sig, by in seen.items():
+            eager, graphed = by.get(False, []), by.get(True, [])
+            if not eager or not graphed or eager == graphed:
+                continue
+            pin = graphed[0]
+            out.append(f"{sig}: torch runs {'/'.join(eager)} eagerly and {'/'.join(graphed)} "
+                       f"under capture; pin one backend for both, e.g. wrap the model's forward "
+                       f"(eager steps and the capture alike) in `with torch.nn.attention."
+                       f"sdpa_kernel(torch.nn.attention.SDPBackend.{pin}):`")
+        return out
+
+
+# ---------------------------------------------------------------- generators and buffers
+
+def _generators() -> List[Tuple[str, torch.Generator]]:
+    """The generators whose offsets a graph's replay moves: torch's default CUDA generators and
+    the graph-safe states recap registers with every graph."""
+    from . import torch as rtorch
+    gens = [(f"torch's default CUDA generator (cuda:{i})", g)
+            for i, g in enumerate(torch.cuda.default_generators)]
+    for k, s in enumerate(rtorch.registered_states()):
+        gens.append((f"recap tracker state {k} ({s.device})", s))
+    return gens
+
+
+def _offsets(gens) -> List[Optional[int]]:
+    out = []
+    for _, g in gens:
+        try:
+            out.append(int(g.get_offset()))
+        except Exception:  # noqa: BLE001 - a generator that cannot say
+            out.append(None)
+    return out
+
+
+def _buffers(modules: Iterable[torch.nn.Module]) -> List[torch.Tensor]:
+    seen, out = set(), []
+    for m in modules:
+        for b in m.buffers():
+            if id(b) not in seen:
+                seen.add(id(b))
+                out.append(b)
+    return out
+
+
+# ---------------------------------------------------------------- the phases
+
+class Verifier:
+    """The phases of one verification, in order: ``eager(step)``, then ``capture(fn)``, then
+    ``replay(step)``, then ``check()``. ``step`` returns the named tensors to compare. Each phase
+    runs inside its own exact-capture scope, so each starts where the capture started; module
+    buffers are put back after the eager step (to what they were) and after the replay (to what
+    the capture left)."""
+
+    def __init__(self, what: str, modules: Iterable[torch.nn.Module] = ()) -> None:
+        self.what = what
+        self.gens = _generators()
+        self.buffers = _buffers(modules)
+        self.sdpa = SdpaRecorder()
+        self.eager_out: List[Tuple[str, Optional[torch.Tensor]]] = []
+        self.replay_out: List[Tuple[str, Optional[torch.Tensor]]] = []
+        self.moved: Dict[str, List[Optional[int]]] = {}
+
+    def _save_buffers(self) -> List[torch.Tensor]:
+        return [b.detach().clone() for b in self.buffers]
+
+    def _load_buffers(self, saved) -> None:
+        with torch.no_grad():
+            for b, s in zip(self.buffers, saved):
+                b.copy_(s)
+
+    def _step(self, key: str, step) -> List[Tuple[str, Optional[torch.Tensor]]]:
+        from . import torch as rtorch
+        with rtorch.exact_capture():
+            before = _offsets(self.gens)
+            out = [(n, t.detach().clone() if isinstance(t, torch.Tensor) else t)
+                   for n, t in step()]
+            if torch.cuda.is_available():
+                torch.cuda.synchronize()
+            after = _offsets(self.gens)
+        self.moved[key] = [None if a is None or b is None else b - a
+                           for a, b in zip(before, after)]
+        return out
+
+    def eager(self, step) -> None:
+        saved = self._save_buffers()
+        with self.sdpa:
+            self.eager_out = self._step("eager", step)
+        self._load_buffers(saved)
+        self._initial = saved
+
+    def capture(self, fn):
+        from . import torch as rtorch
+        with self.sdpa, rtorch.exact_capture():
+            return fn()
+
+    def replay(self, step) -> None:
+        after_capture = self._save_buffers()
+        self._load_buffers(self._initial)
+        self.replay_out = self._step("replay", step)
+        self._load_buffers(after_capture)
+
+    def report(self) -> Optional[GraphMismatch]:
+        differences = compare(self.eager_out, self.replay_out)
+        offsets = []
+        for (name, _), e, r in zip(self.gens, self.moved.get("eager", []),
+                                   self.moved.get("replay", [])):
+            if e is not None and r is not None and e != r:
+                offsets.append(f"{name}: the eager step advanced its offset by {e}, the first "
+                               f"replay by {r} (a kernel that draws a different amount under "
+                               f"capture is the usual cause)")
+        if not differences and not offsets:
+            return None
+        sdpa = self.sdpa.findings()
+        lines = [f"recap: {self.what}: the first replay of the captured graph does not compute "
+                 f"what the same step computes eagerly from the same generator states"]
+        lines += [f"  differs: {d}" for d in differences[:12]]
+        if len(differences) > 12:
+            lines.append(f"  ... and {len(differences) - 12} more")
+        lines += [f"  generator: {o}" for o in offsets]
+        lines += [f"  cause: {s}" for s in sdpa]
+        if not sdpa:
+            lines.append("  cause: not one recap can name (torch chose the same attention "
+                         "backends eagerly and under capture); a kernel that reads a host value "
+                         "at capture, or one dispatched differently under capture, computes "
+                         "differently on replay")
+        lines.append("  (recap.torch.make_graphed_callables(verify='warn') or "
+                     "RECAP_VERIFY_GRAPHS=warn warns instead; verify=False or "
+                     "RECAP_VERIFY_GRAPHS=0 skips the check)")
+        return GraphMismatch("\n".join(lines), differences, offsets, sdpa)
+
+    def check(self, how: str) -> None:
+        err = self.report()
+        if err is None:
+            return
+        if how == "raise":
+            raise err
+        warnings.warn(str(err), GraphMismatchWarning, stacklevel=3)

@@ -1,0 +1,285 @@
+# SPDX-License-Identifier: Apache-2.0
+"""recap.torch's check that a graph's first replay computes what the eager step computes
+(recap/_verify.py), without a device: the bit-for-bit comparison on random tensors of every
+kind, the attention-backend recorder on torch's CPU dispatcher (its choice forced to differ
+between the "eager" and the "capture" calls with torch.nn.attention.sdpa_kernel), the report
+and what a mismatch does, the phases' scopes and module buffers, and make_graphed_callables'
+training step (outputs, input and parameter gradients) on CPU modules. The captures themselves
+need a GPU: tests/python/graphs_verify.py (scripts/gpu-check)."""
+import os
+import random
+import unittest
+import warnings
+
+try:
+    import torch
+except ImportError:
+    torch = None
+
+SEED = int(os.environ.get("RECAP_TEST_SEED", "0") or 0) or random.randrange(1, 1 << 31)
+NEED_TORCH = unittest.skipIf(torch is None and os.environ.get("RECAP_REQUIRE_TORCH") != "1",
+                             "torch is not installed")
+
+
+def _random_tensor(rng, dtype):
+    shape = [rng.randrange(1, 7) for _ in range(rng.randrange(0, 4))]
+    g = torch.Generator().manual_seed(rng.randrange(1 << 30))
+    if dtype == torch.bool:
+        return torch.randint(0, 2, shape, generator=g).bool()
+    if dtype in (torch.int64, torch.int32):
+        return torch.randint(-1000, 1000, shape, generator=g, dtype=dtype)
+    if dtype.is_complex:
+        return torch.randn(shape, generator=g, dtype=dtype)
+    return torch.randn(shape, generator=g).to(dtype)
+
+
+@NEED_TORCH
+class Compare(unittest.TestCase):
+    DTYPES = ("float32", "float64", "float16", "bfloat16", "int64", "int32", "bool",
+              "complex64")
+
+    def setUp(self):
+        from recap import _verify
+        self.v = _verify
+        self.rng = random.Random(SEED)
+
+    def test_equal_tensors_differ_nowhere_nans_included(self):
+        for _ in range(50):
+            dtype = getattr(torch, self.rng.choice(self.DTYPES))
+            a = _random_tensor(self.rng, dtype)
+            if a.is_floating_point() and a.numel():
+                a.view(-1)[self.rng.randrange(a.numel())] = float("nan")
+            self.assertEqual(self.v.compare([("t", a)], [("t", a.clone())]), [], f"seed {SEED}")
+
+    def test_changed_elements_are_counted_exactly(self):
+        for _ in range(50):
+            dtype = getattr(torch, self.rng.choice(self.DTYPES))
+            a = _random_tensor(self.rng, dtype)
+            if a.numel() == 0:
+                continue
+            b = a.clone()
+            flat = b.view(-1)
+            picks = self.rng.sample(range(a.numel()), self.rng.randrange(1, a.numel() + 1))
+            for k in picks:
+                if dtype == torch.bool:
+                    flat[k] = not bool(flat[k])
+                elif dtype.is_complex:
+                    flat[k] = flat[k] + 1j
+                elif dtype.is_floating_point:
+                    flat[k] = -flat[k] if flat[k] != 0 else 1.0
+                else:
+                    flat[k] = flat[k] + 1
+            got = self.v.compare([("out", a)], [("out", b)])
+            self.assertEqual(len(got), 1, f"seed {SEED}: {got}")
+            self.assertIn(f"{len(picks)} of {a.numel()} elements differ", got[0], f"seed {SEED}")
+            self.assertTrue(got[0].startswith("out ("), got[0])
+
+    def test_bits_not_values(self):
+        a, b = torch.tensor([0.0, 1.0]), torch.tensor([-0.0, 1.0])
+        self.assertIn("1 of 2 elements differ", self.v.compare([("z", a)], [("z", b)])[0])
+        n1 = torch.tensor([float("nan")])
+        n2 = n1.view(torch.int32).add(1).view(torch.float32)  # another NaN's bits
+        self.assertEqual(len(self.v.compare([("n", n1)], [("n", n2)])), 1)
+
+    def test_shape_dtype_presence_and_count(self):
+        a = torch.zeros(3)
+        self.assertIn("[3] float32 eagerly, [4] float32",
+                      self.v.compare([("x", a)], [("x", torch.zeros(4))])[0])
+        self.assertIn("float32 eagerly, [3] float64",
+                      self.v.compare([("x", a)], [("x", a.double())])[0])
+        self.assertIn("none eagerly, a tensor", self.v.compare([("g", None)], [("g", a)])[0])
+        self.assertEqual(self.v.compare([("g", None)], [("g", None)]), [])
+        self.assertIn("gave 2 tensors, the replay 1",
+                      self.v.compare([("x", a), ("y", a)], [("x", a)])[0])
+
+    def test_largest_difference(self):
+        a = torch.tensor([1.0, 2.0, 3.0])
+        b = torch.tensor([1.0, 2.5, 3.0])
+        self.assertIn("largest difference 0.5", self.v.compare([("x", a)], [("x", b)])[0])
+
+    def test_mode(self):
+        m = self.v.mode
+        old = os.environ.pop("RECAP_VERIFY_GRAPHS", None)
+        try:
+            self.assertEqual(m(None), "raise")
+            self.assertEqual((m(True), m(False), m("warn"), m("off")),
+                             ("raise", "off", "warn", "off"))
+            for env, want in (("warn", "warn"), ("0", "off"), ("raise", "raise"), ("", "raise")):
+                os.environ["RECAP_VERIFY_GRAPHS"] = env
+                self.assertEqual(m(None), want, env)
+            os.environ["RECAP_VERIFY_GRAPHS"] = "loud"
+            with self.assertRaises(ValueError):
+                m(None)
+            with self.assertRaises(ValueError):
+                m("sometimes")
+        finally:
+            os.environ.pop("RECAP_VERIFY_GRAPHS", None)
+            if old is not None:
+                os.environ["RECAP_VERIFY_GRAPHS"] = old
+
+
+@NEED_TORCH
+class Sdpa(unittest.TestCase):
+    def setUp(self):
+        from recap import _verify
+        import torch.nn.functional as F
+        from torch.nn.attention import SDPBackend, sdpa_kernel
+        self.v, self.F, self.B, self.pin = _verify, F, SDPBackend, sdpa_kernel
+        self.phase = {"capture": False}
+        self.rng = random.Random(SEED)
+
+    def recorder(self):
+        return self.v.SdpaRecorder(capturing=lambda: self.phase["capture"])
+
+    def qkv(self):
+        b, h, s, d = (self.rng.randrange(1, 4), self.rng.randrange(1, 5),
+                      self.rng.randrange(2, 17), self.rng.choice((8, 16, 32)))
+        q = torch.randn(b, h, s, d)
+        return q, torch.randn(b, h, s, d), torch.randn(b, h, s, d)
+
+    def test_a_backend_that_differs_under_capture_is_named_with_the_pin(self):
+        orig = self.F.scaled_dot_product_attention
+        q, k, v = self.qkv()
+        rec = self.recorder()
+        with rec:
+            want = orig(q, k, v)
+            self.assertTrue(torch.equal(self.F.scaled_dot_product_attention(q, k, v), want))
+            self.phase["capture"] = True
+            with self.pin(self.B.MATH):
+                self.F.scaled_dot_product_attention(q, k, v)
+        self.assertIs(self.F.scaled_dot_product_attention, orig, "the recorder is gone after")
+        eager = self.B(int(torch._fused_sdp_choice(q, k, v, None, 0.0, False))).name
+        found = rec.findings()
+        if eager == "MATH":
+            self.assertEqual(found, [], "this torch runs MATH here anyway: nothing differs")
+            return
+        self.assertEqual(len(found), 1, found)
+        self.assertIn(f"query {list(q.shape)} float32", found[0])
+        self.assertIn(f"torch runs {eager} eagerly and MATH under capture", found[0])
+        self.assertIn("sdpa_kernel(torch.nn.attention.SDPBackend.MATH)", found[0])
+
+    def test_same_backends_no_finding_and_calls_kept_apart_by_signature(self):
+        rec = self.recorder()
+        with rec:
+            for capture in (False, True, False, True):
+                self.phase["capture"] = capture
+                for _ in range(3):
+                    q, k, v = self.qkv()
+                    self.F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        self.assertEqual(rec.findings(), [])
+        self.assertEqual(len(rec.calls), 12)
+        self.assertTrue(all("is_causal=True" in sig for sig, _, _ in rec.calls))
+
+    def test_errors_are_torch_s_and_the_recorder_leaves(self):
+        orig = self.F.scaled_dot_product_attention
+        rec = self.recorder()
+        with self.assertRaises(Exception):
+            with rec:
+                self.F.scaled_dot_product_attention(torch.randn(2, 3), torch.randn(4), None)
+        self.assertIs(self.F.scaled_dot_product_attention, orig)
+        self.assertEqual(len(rec.calls), 1)
+
+
+@NEED_TORCH
+class Phases(unittest.TestCase):
+    """The Verifier's phases on CPU steps (no capture: the 'graph' is a function)."""
+
+    def setUp(self):
+        from recap import _verify
+        import recap.torch  # noqa: F401 - the scopes are recap.torch's
+        self.v = _verify
+        self.rng = random.Random(SEED)
+
+    def test_same_results_pass_and_buffers_end_where_the_capture_left_them(self):
+        torch.manual_seed(self.rng.randrange(1 << 30))
+        m = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.BatchNorm1d(8)).train()
+        x = torch.randn(16, 8)
+        start = [b.clone() for b in m.buffers()]
+        ver = self.v.Verifier("test", [m])
+        ver.eager(lambda: [("y", m(x))])
+        self.assertTrue(all(torch.equal(a, b) for a, b in zip(start, m.buffers())),
+                        "the eager step's running statistics are put back")
+
+        def capture():  # stands for torch's warm-ups: they move the statistics
+            for _ in range(3):
+                m(x)
+            return [b.clone() for b in m.buffers()]
+        after_capture = ver.capture(capture)
+        seen = {}
+
+        def replay():
+            seen["buffers"] = [b.clone() for b in m.buffers()]
+            return [("y", m(x))]
+        ver.replay(replay)
+        self.assertTrue(all(torch.equal(a, b) for a, b in zip(start, seen["buffers"])),
+                        "the replay starts from the buffers the eager step had")
+        self.assertTrue(all(torch.equal(a, b) for a, b in zip(after_capture, m.buffers())),
+                        "and the buffers end where the capture left them")
+        self.assertIsNone(ver.report())
+        ver.check("raise")
+
+    def test_a_difference_raises_or_warns_naming_it(self):
+        x = torch.randn(64)
+        k = self.rng.randrange(64)
+        for how in ("raise", "warn"):
+            ver = self.v.Verifier("test")
+            ver.eager(lambda: [("y", x * 2)])
+            ver.capture(lambda: None)
+
+            def replay():
+                y = x * 2
+                y[k] += 1
+                return [("y", y)]
+            ver.replay(replay)
+            if how == "raise":
+                with self.assertRaises(self.v.GraphMismatch) as cm:
+                    ver.check(how)
+                err = cm.exception
+                self.assertEqual(len(err.differences), 1)
+                self.assertIn("y ([64] float32): 1 of 64 elements differ", str(err))
+                self.assertIn("not one recap can name", str(err))
+                self.assertEqual(err.sdpa, [])
+            else:
+                with warnings.catch_warnings(record=True) as w:
+                    warnings.simplefilter("always")
+                    ver.check(how)
+                self.assertEqual([type(x.message) for x in w], [self.v.GraphMismatchWarning])
+                self.assertIn("1 of 64 elements differ", str(w[0].message))
+
+    def test_offsets_that_move_differently_are_reported(self):
+        ver = self.v.Verifier("test")
+        ver.gens = [("generator A", None), ("generator B", None)]
+        ver.moved = {"eager": [428, 8], "replay": [3932468, 8]}
+        err = ver.report()
+        self.assertIsNotNone(err)
+        self.assertEqual(len(err.offsets), 1)
+        self.assertIn("generator A: the eager step advanced its offset by 428, the first replay "
+                      "by 3932468", str(err))
+
+    def test_graphed_step_names_outputs_and_gradients(self):
+        import recap.torch as rt
+        torch.manual_seed(self.rng.randrange(1 << 30))
+        lin = torch.nn.Linear(6, 5)
+        fn = (lambda a, b: (a * b).sum(-1))  # a function callable: input gradients only
+        samples = ((torch.randn(3, 6, requires_grad=True),),
+                   (torch.randn(4, 2, requires_grad=True), torch.randn(4, 2)))
+        grads = {}
+        first = rt._graphed_step((lin, fn), samples, grads)
+        again = rt._graphed_step((lin, fn), samples, grads)
+        names = [n for n, _ in first]
+        self.assertEqual(names, ["callable 0 output 0", "callable 1 output 0",
+                                 "callable 1 gradient of input 0",
+                                 "callable 0 gradient of input 0",
+                                 "callable 0 gradient of parameter weight",
+                                 "callable 0 gradient of parameter bias"])
+        self.assertEqual(self.v.compare(first, again), [], "the same grads both times")
+        # against autograd by hand: d/dW of sum(g * (xW^T + b)) = g^T x
+        x = samples[0][0]
+        g = grads[0][0]
+        self.assertTrue(torch.allclose(dict(first)["callable 0 gradient of parameter weight"],
+                                       g.t() @ x.detach()))
+        self.assertIsNone(lin.weight.grad, "the check leaves .grad alone")
+
+
+if __name__ == "__main__":
+    unittest.main()
