@@ -27,10 +27,11 @@ import ctypes
 import logging
 import sys
 import threading
+import weakref
 from typing import Any, Callable, Dict, List, Optional, Union
 
 from . import torch as rtorch  # first: without torch, its one clear ImportError
-from . import _abi
+from . import _abi, _ext
 import torch
 from torch.utils.checkpoint import detach_variable
 from . import _lib
@@ -216,6 +217,7 @@ class CudaRNGStatesTracker:
         self._opaque: Dict[str, Any] = {}
         self._names: List[str] = []
         self._seeds = set()
+        self._forks: Dict[str, Any] = {}  # name -> recap._C.Fork (fork() below)
         if self._handle is not None:
             self._call("recap_tracker_reset", self._handle)
 
@@ -286,6 +288,7 @@ class CudaRNGStatesTracker:
                 lib().recap_states_free(s)
         self._opaque = opaque
         self._names = list(states.keys())
+        self._forks = {}
 
     def add(self, name: str, seed: int) -> None:
         """Adds a state equal to the generator freshly seeded with ``seed``."""
@@ -298,12 +301,44 @@ class CudaRNGStatesTracker:
         self._call("recap_tracker_add", self._tracker(), name.encode(), seed)
         self._names.append(name)
 
-    @contextlib.contextmanager
     def fork(self, name: str = _MODEL_PARALLEL_RNG_TRACKER_NAME):
         """Installs the named state in torch's generator for the block, then puts the outer one
-        back (nested forks A, B, A draw what the same forks one after another would)."""
+        back (nested forks A, B, A draw what the same forks one after another would). Where
+        torch's generator runs its operations in recap._C, the context manager is recap._C's
+        (recap/csrc/fork.cpp: one object per name, kept, so a fork allocates nothing and costs
+        one call in and one out); otherwise a Python one with the same behaviour."""
+        f = self._forks.get(name)
+        if f is not None:
+            return f
         if name not in self._names or name in self._opaque:
             raise Exception("cuda rng state {} is not added".format(name))
+        f = self._native_fork(name)
+        if f is None:
+            return self._fork_py(name)
+        self._forks[name] = f
+        return f
+
+    def _native_fork(self, name: str):
+        C = _ext.module()
+        h = self._tracker()
+        if C is None or not hasattr(C, "Fork") or not self._gen.fast or \
+                not _bind_tracker_calls(C):
+            return None
+        me = weakref.ref(self)  # the tracker keeps the object: no cycle through its callback
+
+        def fail(st: int, what: str) -> None:
+            if what == "recap_tracker_unfork" and st == _abi.RECAP_ERR_STATE:
+                raise Exception("current state name is not the same as the desired state name "
+                                f"{name}: " + lib().recap_last_error().decode())
+            err = _lib.error(st, what)
+            t = me()
+            if t is not None and t._gen is not None:
+                t._gen.raise_pending(err)
+            raise err
+        return _NativeFork(h.value, name, fail, _log.warning)
+
+    @contextlib.contextmanager
+    def _fork_py(self, name: str):
         h = self._tracker()
         tok = ctypes.c_uint64()
         self._call("recap_tracker_fork", h, name.encode(), ctypes.byref(tok))
@@ -324,6 +359,45 @@ class CudaRNGStatesTracker:
 
     def _snapshot(self) -> "_Snapshot":
         return _Snapshot(self)
+
+
+_bound = None  # whether recap._C has librecap's fork calls
+
+
+def _bind_tracker_calls(C) -> bool:
+    global _bound
+    if _bound is None:
+        try:
+            addr = [ctypes.cast(getattr(lib(), n), ctypes.c_void_p).value
+                    for n in ("recap_tracker_fork", "recap_tracker_unfork")]
+            C.bind_tracker_calls(*addr)
+            _bound = True
+        except Exception:  # noqa: BLE001 - an older recap._C: the Python fork
+            _bound = False
+    return _bound
+
+
+def _native_fork_class():
+    C = _ext.module()
+    if C is None or not hasattr(C, "Fork"):
+        return None
+
+    class NativeFork(C.Fork, contextlib.ContextDecorator):
+        """recap._C.Fork, usable as a decorator too (as the generator-based one was)."""
+
+        def _recreate_cm(self):
+            return self  # nested and recursive uses push onto the same object's stacks
+    return NativeFork
+
+
+def _NativeFork(*args):
+    global _native_cls
+    if _native_cls is None:
+        _native_cls = _native_fork_class()
+    return _native_cls(*args)
+
+
+_native_cls = None
 
 
 class _Snapshot:

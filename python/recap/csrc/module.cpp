@@ -17,6 +17,8 @@ using namespace recap_torch;
 namespace recap_torch {
 // The _test_ entries (test_entries.cpp).
 void define_test_entries(py::module_ &m);
+// Fork, bind_tracker_calls (fork.cpp).
+void define_fork(py::module_ &m);
 } // namespace recap_torch
 
 PYBIND11_MODULE(_C, m)
@@ -62,5 +64,6 @@ PYBIND11_MODULE(_C, m)
     m.def(
         "graph_states", [](at::cuda::CUDAGraph &g) { return graph_states(&g); },
         "the (state address, increment) pairs of the graph's table");
+    define_fork(m);
     define_test_entries(m);
 }
