@@ -1142,6 +1142,56 @@ START_TEST(run_of_several_processes_reports_them_together)
 }
 END_TEST
 
+/* A line recap.torch adds to the report (its check of a graph's first replay found a
+ * difference) is a finding, not a process: its count is summed, its text kept, its "source" not
+ * shown; the command runs with RECAP_VERIFY_GRAPHS=warn unless the user chose. Random counts of
+ * finding lines and of processes. */
+START_TEST(run_reports_recap_torch_findings)
+{
+    char script[] = "/tmp/recap-probe-findings-XXXXXX", seen[] = "/tmp/recap-probe-seen-XXXXXX";
+    char args[512], env[64], got[32] = "";
+    int fd = mkstemp(script), fd2 = mkstemp(seen), status, k, findings = 1 + (int)(tu_rand() % 4),
+        procs = 1 + (int)(tu_rand() % 3), user = (int)(tu_rand() % 2);
+    FILE *f;
+    json_t *doc;
+    const json_t *report;
+
+    ck_assert_int_ge(fd, 0);
+    ck_assert_int_ge(fd2, 0);
+    close(fd2);
+    f = fdopen(fd, "w");
+    ck_assert_ptr_nonnull(f);
+    fprintf(f, "printf '%%s' \"$RECAP_VERIFY_GRAPHS\" > %s\n", seen);
+    for (k = 0; k < procs; k++)
+        fprintf(f, "/bin/true\n");
+    for (k = 0; k < findings; k++)
+        fprintf(f, "printf '{\"schema\":2,\"source\":\"recap.torch\",\"pid\":%d,"
+                "\"graph_mismatches\":1,\"graph_mismatch\":\"make_graphed_callables: "
+                "finding %d\"}\\n' >> \"$RECAP_REPORT\"\n", 100 + k, k);
+    fclose(f);
+    snprintf(env, sizeof(env), "%s", user ? "RECAP_VERIFY_GRAPHS=raise" : "");
+    snprintf(args, sizeof(args), "--run -- sh %s", script);
+    doc = probe_json(env, args, &status);
+    report = jget(doc, "report");
+    ck_assert_int_eq(status, 0);
+    ck_assert_msg(report->type == J_OBJ, "no report");
+    ck_assert_int_ge((int)jnum(report, "processes"), procs);
+    ck_assert_int_le((int)jnum(report, "processes"), procs + 1); /* sh itself, if it exits */
+    ck_assert_int_eq((int)jnum(report, "graph_mismatches"), findings);
+    snprintf(args, sizeof(args), "make_graphed_callables: finding %d", findings - 1);
+    ck_assert_str_eq(jstr(report, "graph_mismatch"), args);
+    ck_assert_msg(!jhas(report, "source"), "the finding's source shown as a field");
+    jfree(doc);
+    f = fopen(seen, "r");
+    ck_assert_ptr_nonnull(f);
+    ck_assert_ptr_nonnull(fgets(got, sizeof(got), f));
+    fclose(f);
+    ck_assert_str_eq(got, user ? "raise" : "warn");
+    unlink(script);
+    unlink(seen);
+}
+END_TEST
+
 /* The counts of several processes add up: a client that captures and replays (through the
  * preload hooks, on the double) run twice in one command reports twice what it reports alone. */
 START_TEST(run_sums_the_counts_of_its_processes)
@@ -1376,6 +1426,7 @@ int main(void)
         tcase_add_test(tc, run_reports_what_recap_saw);
         tcase_add_test(tc, run_of_several_processes_reports_them_together);
         tcase_add_test(tc, run_sums_the_counts_of_its_processes);
+        tcase_add_test(tc, run_reports_recap_torch_findings);
     }
     tcase_add_test(tc, report_line_says_whose_it_is);
     tcase_add_test(tc, report_lines_of_ranks_sharing_a_file_append);

@@ -27,7 +27,9 @@ Cost: one eager step and one replay per graph, at creation; nothing per step.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
+import stat
 import warnings
 from typing import Callable, Dict, Iterable, List, Optional, Sequence, Tuple
 
@@ -325,6 +327,36 @@ class Verifier:
         err = self.report()
         if err is None:
             return
+        report_line(err)
         if how == "raise":
             raise err
         warnings.warn(str(err), GraphMismatchWarning, stacklevel=3)
+
+
+def report_line(err: GraphMismatch) -> None:
+    """Under ``recap-probe --run`` (``RECAP_REPORT`` names its file), the finding as a line of
+    the report beside librecap's own: ``source`` marks it as one (recap-probe counts it as no
+    process), ``graph_mismatches`` is summed over the command's processes, ``graph_mismatch``
+    says what differed and why, in a few hundred characters. Only a regular file is written, and
+    nothing blocks (the library's rule for its sinks)."""
+    path = os.environ.get("RECAP_REPORT")
+    if not path:
+        return
+    what = str(err).splitlines()[0].replace("recap: ", "", 1)
+    parts = [what] + err.differences[:2] + err.offsets[:1] + err.sdpa[:1]
+    text = "; ".join(parts)
+    if len(text) > 600:
+        text = text[:597] + "..."
+    line = json.dumps({"schema": 2, "source": "recap.torch", "pid": os.getpid(),
+                       "graph_mismatches": 1, "graph_mismatch": text}, ensure_ascii=True)
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return
+    try:
+        if stat.S_ISREG(os.fstat(fd).st_mode):
+            os.write(fd, (line + "\n").encode())
+    except OSError:
+        pass
+    finally:
+        os.close(fd)

@@ -246,6 +246,41 @@ class Phases(unittest.TestCase):
                 self.assertEqual([type(x.message) for x in w], [self.v.GraphMismatchWarning])
                 self.assertIn("1 of 64 elements differ", str(w[0].message))
 
+    def test_a_mismatch_is_a_line_of_recap_probe_s_report(self):
+        import json
+        import tempfile
+        ver = self.v.Verifier("test")
+        ver.eager_out = [("y", torch.zeros(8))]
+        ver.replay_out = [("y", torch.ones(8))]
+        err = ver.report()
+        old = os.environ.get("RECAP_REPORT")
+        with tempfile.TemporaryDirectory() as d:
+            try:
+                path = os.path.join(d, "report")
+                with open(path, "w") as f:
+                    f.write('{"schema":2,"pid":1,"launches":0}\n')  # librecap's line
+                os.environ["RECAP_REPORT"] = path
+                for _ in range(2):
+                    self.v.report_line(err)
+                lines = open(path).read().splitlines()
+                self.assertEqual(len(lines), 3)
+                for line in lines[1:]:
+                    got = json.loads(line)
+                    self.assertEqual((got["source"], got["graph_mismatches"], got["schema"]),
+                                     ("recap.torch", 1, 2))
+                    self.assertIn("8 of 8 elements differ", got["graph_mismatch"])
+                    self.assertLessEqual(len(got["graph_mismatch"]), 600)
+                fifo = os.path.join(d, "fifo")  # nobody reads it: nothing written, no wait
+                os.mkfifo(fifo)
+                os.environ["RECAP_REPORT"] = fifo
+                self.v.report_line(err)
+                os.environ.pop("RECAP_REPORT")
+                self.v.report_line(err)
+            finally:
+                os.environ.pop("RECAP_REPORT", None)
+                if old is not None:
+                    os.environ["RECAP_REPORT"] = old
+
     def test_offsets_that_move_differently_are_reported(self):
         ver = self.v.Verifier("test")
         ver.gens = [("generator A", None), ("generator B", None)]

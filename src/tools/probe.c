@@ -82,7 +82,11 @@ static void manual(man_format_t format)
              "(\"processes\" says how many reported) and other values are the last one's to "
              "exit; the fields that name one process (time, host, pid, rank) are left out. Every "
              "string is printed as valid UTF-8 JSON, whatever bytes the report or a RECAP_* "
-             "value holds (invalid UTF-8 becomes U+FFFD).");
+             "value holds (invalid UTF-8 becomes U+FFFD). recap.torch adds a line of its own "
+             "when the first replay of a graph it made differs from the same step run eagerly: "
+             "graph_mismatches counts them and graph_mismatch says what differed in the last "
+             "one (a PyTorch job under recap-run; the command runs with "
+             "RECAP_VERIFY_GRAPHS=warn unless it is set).");
     man_section(&m, "OPTIONS");
     man_item(&m, "--check NAME", "Run only this check; repeat, or give NAME,NAME..., for more "
              "(default: all).");
@@ -444,22 +448,26 @@ static int library_path(char *buf, size_t len)
 /* The environment with LD_PRELOAD (recap first) and RECAP_REPORT set. */
 static char **child_env(const char *lib, const char *report)
 {
-    const char *old = getenv("LD_PRELOAD");
+    const char *old = getenv("LD_PRELOAD"), *verify = getenv("RECAP_VERIFY_GRAPHS");
     size_t n = 0, k = 0;
     char **env;
 
     while (environ[n] != NULL)
         n++;
-    env = calloc(n + 3, sizeof(*env));
+    env = calloc(n + 4, sizeof(*env));
     if (env == NULL)
         return NULL;
     for (n = 0; environ[n] != NULL; n++)
         if (strncmp(environ[n], "LD_PRELOAD=", 11) != 0 &&
-            strncmp(environ[n], "RECAP_REPORT=", 13) != 0)
+            strncmp(environ[n], "RECAP_REPORT=", 13) != 0 &&
+            strncmp(environ[n], "RECAP_VERIFY_GRAPHS=", 20) != 0)
             env[k++] = environ[n];
+    /* recap.torch's check of new graphs warns and reports instead of raising, unless the user
+     * chose: the command runs to its end and the finding is in the report. */
     if (asprintf(&env[k++], "LD_PRELOAD=%s%s%s", lib, old != NULL && *old ? ":" : "",
                  old != NULL ? old : "") < 0 ||
-        asprintf(&env[k++], "RECAP_REPORT=%s", report) < 0)
+        asprintf(&env[k++], "RECAP_REPORT=%s", report) < 0 ||
+        asprintf(&env[k++], "RECAP_VERIFY_GRAPHS=%s", verify != NULL ? verify : "warn") < 0)
         return NULL;
     return env;
 }
@@ -470,9 +478,10 @@ static void free_child_env(char **env)
 
     while (env[n] != NULL)
         n++;
-    if (n >= 2) { /* the two child_env made come last; the others are environ's */
+    if (n >= 3) { /* the three child_env made come last; the others are environ's */
         free(env[n - 1]);
         free(env[n - 2]);
+        free(env[n - 3]);
     }
     free(env);
 }
@@ -563,7 +572,7 @@ static int summarize_report(const char *text, report_t *r)
 {
     report_t *one = calloc(1, sizeof(*one));
     char *copy = strdup(text), *line, *save = NULL;
-    unsigned long long processes = 0;
+    unsigned long long processes = 0, findings = 0;
     int i, j;
 
     if (one == NULL || copy == NULL) {
@@ -574,13 +583,22 @@ static int summarize_report(const char *text, report_t *r)
     r->n = 1;
     snprintf(r->key[0], sizeof(r->key[0]), "\"processes\"");
     for (line = strtok_r(copy, "\n", &save); line != NULL; line = strtok_r(NULL, "\n", &save)) {
+        int finding = 0;
+
         if (parse_report(line, one) != 0)
             continue;
-        processes++;
+        /* A line another part of recap adds ("source": recap.torch's check of a graph's first
+         * replay) is a finding of a process its librecap line counts already. */
+        for (i = 0; i < one->n; i++)
+            finding |= strcmp(one->key[i], "\"source\"") == 0;
+        if (finding)
+            findings++;
+        else
+            processes++;
         for (i = 0; i < one->n; i++) {
             int merge = merge_of(one->key[i], one->value[i]);
 
-            if (merge == RECAP__REPORT_PROCESS)
+            if (merge == RECAP__REPORT_PROCESS || strcmp(one->key[i], "\"source\"") == 0)
                 continue;
             for (j = 1; j < r->n && strcmp(r->key[j], one->key[i]) != 0; j++)
                 ;
@@ -601,7 +619,7 @@ static int summarize_report(const char *text, report_t *r)
     free(one);
     free(copy);
     snprintf(r->value[0], sizeof(r->value[0]), "%llu", processes);
-    return processes > 0 ? 0 : -1;
+    return processes + findings > 0 ? 0 : -1;
 }
 
 /* The summed report as one JSON object. */

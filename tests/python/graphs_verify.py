@@ -3,6 +3,7 @@
 step run eagerly (recap.torch.make_graphed_callables and recap.torch.verified_graph).
 
     python graphs_verify.py
+    recap-probe --run --json -- recap-run python graphs_verify.py unmodified
 
 1. It passes where graphs compute what eager does: an MLP with dropout (torch's generator and a
    recap.megatron tracker fork) and a transformer encoder layer, through make_graphed_callables.
@@ -12,6 +13,8 @@ step run eagerly (recap.torch.make_graphed_callables and recap.torch.verified_gr
    whose backends differ is the case). Pinned as the message says, the same model verifies,
    and 10 graphed training steps equal 10 eager ones bit for bit.
 3. It fails on a graph whose forward reads a host value at capture (verified_graph).
+4. (``unmodified``) the same through torch's own make_graphed_callables in a script that does not
+   import recap, under recap-run and recap-probe --run: the report counts the mismatch.
 Exit status 0 when every check holds.
 """
 import copy
@@ -24,6 +27,34 @@ import torch  # noqa: E402
 torch.use_deterministic_algorithms(True, warn_only=True)
 import torch.nn.functional as F  # noqa: E402
 from torch.nn.attention import SDPBackend, sdpa_kernel  # noqa: E402
+
+
+def unmodified():
+    """A torch-only script (no recap import): a module whose forward reads a host value, made a
+    graph by torch.cuda.make_graphed_callables. Under recap-run that function is recap's, and
+    under recap-probe --run the mismatch goes to the report (scripts/gpu-check checks it)."""
+    calls = {"n": 0}
+
+    class HostValue(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = torch.nn.Linear(64, 64)
+
+        def forward(self, x):
+            calls["n"] += 1
+            return self.lin(x) * float(calls["n"])
+
+    m = HostValue().cuda()
+    g = torch.cuda.make_graphed_callables(m, (torch.randn(8, 64, device="cuda",
+                                                          requires_grad=True),))
+    g(torch.randn(8, 64, device="cuda", requires_grad=True)).sum().backward()
+    torch.cuda.synchronize()
+    print("unmodified: done", flush=True)
+
+
+if len(sys.argv) > 1 and sys.argv[1] == "unmodified":
+    unmodified()
+    sys.exit(0)
 
 import recap.megatron as rm  # noqa: E402
 import recap.torch as rt  # noqa: E402
