@@ -318,6 +318,11 @@ class Verifier:
                          "backends eagerly and under capture); a kernel that reads a host value "
                          "at capture, or one dispatched differently under capture, computes "
                          "differently on replay")
+            if not offsets and os.environ.get("CUBLAS_WORKSPACE_CONFIG") is None:
+                lines.append("  (last-bit differences with the generators moved alike can be "
+                             "cuBLAS choosing another reduction under capture: "
+                             "CUBLAS_WORKSPACE_CONFIG=:4096:8 fixes its workspace, so eager and "
+                             "graphed matmuls agree)")
         lines.append("  (recap.torch.make_graphed_callables(verify='warn') or "
                      "RECAP_VERIFY_GRAPHS=warn warns instead; verify=False or "
                      "RECAP_VERIFY_GRAPHS=0 skips the check)")

@@ -21,10 +21,13 @@ import copy
 import os
 import sys
 
-os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
+DEFAULTS = len(sys.argv) > 1 and sys.argv[1] == "defaults"
+if not DEFAULTS:
+    os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
 import torch  # noqa: E402
 
-torch.use_deterministic_algorithms(True, warn_only=True)
+if not DEFAULTS:
+    torch.use_deterministic_algorithms(True, warn_only=True)
 import torch.nn.functional as F  # noqa: E402
 from torch.nn.attention import SDPBackend, sdpa_kernel  # noqa: E402
 
@@ -52,8 +55,30 @@ def unmodified():
     print("unmodified: done", flush=True)
 
 
+def defaults():
+    """The MLP and encoder layer checks with torch's defaults (cuBLAS's workspace not fixed, no
+    deterministic algorithms): what the check, on by default, does to a job as it comes."""
+    import recap.torch as rt
+    rt.install()
+    torch.manual_seed(1)
+    for name, m, x in (
+            ("MLP", torch.nn.Sequential(torch.nn.Linear(64, 128), torch.nn.ReLU(),
+                                        torch.nn.Dropout(0.1), torch.nn.Linear(128, 64)),
+             torch.randn(32, 64)),
+            ("TransformerEncoderLayer", torch.nn.TransformerEncoderLayer(
+                128, 4, 256, dropout=0.1, batch_first=True), torch.randn(8, 32, 128))):
+        try:
+            torch.cuda.make_graphed_callables(m.cuda(), (x.cuda().requires_grad_(),))
+            print(f"defaults: {name}: verified", flush=True)
+        except rt.GraphMismatch as e:
+            print(f"defaults: {name}: mismatch\n{e}", flush=True)
+
+
 if len(sys.argv) > 1 and sys.argv[1] == "unmodified":
     unmodified()
+    sys.exit(0)
+if len(sys.argv) > 1 and sys.argv[1] == "defaults":
+    defaults()
     sys.exit(0)
 
 import recap.megatron as rm  # noqa: E402
@@ -185,6 +210,15 @@ def main():
         graph = train(copy.deepcopy(m), args, 10, graph=True)
         check(torch.equal(eager, graph), f"pinned to {pin.name}: 10 graphed training steps = 10 "
               f"eager steps, bit for bit (losses {eager[-1].item():.6f} / {graph[-1].item():.6f})")
+
+    # torch's defaults, in a process of their own (information: what a job as it comes sees)
+    import subprocess
+    env = dict(os.environ)
+    env.pop("CUBLAS_WORKSPACE_CONFIG", None)
+    r = subprocess.run([sys.executable, __file__, "defaults"], env=env, capture_output=True,
+                       text=True, timeout=300)
+    for line in (r.stdout + r.stderr).splitlines():
+        print(f"info  {line}")
 
     # 3. a host value read at capture
     calls = {"n": 0}
