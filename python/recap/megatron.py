@@ -324,7 +324,7 @@ class CudaRNGStatesTracker:
         if C is None or not hasattr(C, "Fork") or not self._gen.fast or \
                 not _bind_tracker_calls(C):
             return None
-        me = weakref.ref(self)  # the tracker keeps the object: no cycle through its callback
+        me = weakref.ref(self)  # held in C++, where the collector cannot see a cycle
 
         def fail(st: int, what: str) -> None:
             if what == "recap_tracker_unfork" and st == _abi.RECAP_ERR_STATE:
@@ -335,7 +335,12 @@ class CudaRNGStatesTracker:
             if t is not None and t._gen is not None:
                 t._gen.raise_pending(err)
             raise err
-        return _NativeFork(h.value, name, fail, _log.warning)
+        f = _NativeFork(h.value, name, fail, _log.warning)
+        # A fork object outliving every other reference to the tracker keeps its C tracker
+        # alive (the generator-based fork's frame did too); the cycle through the tracker's
+        # cache is the collector's (the object's attributes are traversed).
+        f._owner = self
+        return f
 
     @contextlib.contextmanager
     def _fork_py(self, name: str):
