@@ -304,14 +304,44 @@ static const char *tool(void)
  * printed on stdout (and stderr too when `merge`) and its exit status. */
 static char *probe(const char *env, const char *args, int merge, int *status_p)
 {
-    char cmd[4096];
+    static const char fatal[] = "LeakSanitizer has encountered a fatal error";
+    char cmd[4096], err[] = "/tmp/recap-probe-stderr-XXXXXX", said[256] = "";
+    int fd = merge ? -1 : mkstemp(err), again;
+    char *out;
+    FILE *f;
 
     /* python3 is not asked unless a test says so (`env` comes after): importing torch on the GPU
      * machine would cost seconds a run. A crash shows as 128 + signal: no assertion expects
      * that. */
-    snprintf(cmd, sizeof(cmd), "RECAP_PROBE_PYTHON_TIMEOUT=0 %s %s %s %s", env, tool(), args,
-             merge ? "2>&1" : "2>/dev/null");
-    return tu_shell(cmd, status_p);
+    if (!merge)
+        ck_assert_int_ge(fd, 0);
+    snprintf(cmd, sizeof(cmd), "RECAP_PROBE_PYTHON_TIMEOUT=0 %s %s %s 2>%s", env, tool(), args,
+             merge ? "&1" : err);
+    out = tu_shell(cmd, status_p);
+    if (!merge) {
+        f = fdopen(fd, "r");
+        ck_assert_ptr_nonnull(f);
+        while (fgets(said, sizeof(said), f) != NULL && strstr(said, fatal) == NULL)
+            ;
+        fclose(f);
+        unlink(err);
+    }
+    /* Under ci-sanitize's ASan build, LeakSanitizer's own tracer can crash at the tool's exit
+     * (GCC 12's: "Tracer caught signal 11"; seen only in some build folders, where it repeats
+     * every run): a failure of the sanitizer, not a leak it reports. Said, and run once more
+     * without leak detection, so the test judges what the tool printed. A leak report is not
+     * this message and still fails the stage. */
+    if (*status_p != 0 && (strstr(said, fatal) != NULL || (merge && strstr(out, fatal)))) {
+        fprintf(stderr, "test_probe: %s in recap-probe %s: run again without leak detection\n",
+                fatal, args);
+        free(out);
+        snprintf(cmd, sizeof(cmd), "ASAN_OPTIONS=$ASAN_OPTIONS:detect_leaks=0 "
+                 "RECAP_PROBE_PYTHON_TIMEOUT=0 %s %s %s %s", env, tool(), args,
+                 merge ? "2>&1" : "2>/dev/null");
+        out = tu_shell(cmd, &again);
+        *status_p = again;
+    }
+    return out;
 }
 
 /* Runs the tool with --json and parses what it printed. */
