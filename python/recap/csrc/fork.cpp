@@ -14,6 +14,7 @@
 // (`fail`), which raises recap's typed errors as the ctypes path does.
 #include <cstring>
 #include <optional>
+#include <stdexcept>
 #include <vector>
 
 #include <ATen/CPUGeneratorImpl.h>
@@ -71,19 +72,18 @@ class Fork {
     void enter()
     {
         recap_fork_token_t tok = 0;
-        recap_status_t st = c_fork(tracker_, name_.c_str(), &tok);
 
-        if (st != RECAP_OK) {
-            fail_(static_cast<int>(st), "recap_tracker_fork");
-            throw py::error_already_set(); // (fail raises; a fail that returns is a bug)
-        }
         if (depth_ == tokens_.size()) {
             tokens_.emplace_back();
             cpu_.emplace_back();
         }
-        tokens_[depth_] = tok;
-        read_cpu(&cpu_[depth_]);
-        depth_++;
+        read_cpu(&cpu_[depth_]); // first: nothing to undo should it throw
+        recap_status_t st = c_fork(tracker_, name_.c_str(), &tok);
+        if (st != RECAP_OK) {
+            fail_(static_cast<int>(st), "recap_tracker_fork"); // raises recap's typed error
+            throw std::runtime_error("recap_tracker_fork failed"); // (a fail that returned)
+        }
+        tokens_[depth_++] = tok;
     }
 
     bool exit(py::handle, py::handle, py::handle)
@@ -96,8 +96,8 @@ class Fork {
         recap_status_t st = c_unfork(tracker_, tokens_[k]);
         if (st != RECAP_OK) {
             depth_++; // still open: the caller may retry, as the C call allows
-            fail_(static_cast<int>(st), "recap_tracker_unfork");
-            throw py::error_already_set();
+            fail_(static_cast<int>(st), "recap_tracker_unfork"); // raises
+            throw std::runtime_error("recap_tracker_unfork failed");
         }
         if (!(now == cpu_[k])) // after the unfork: a warning turned error leaves no fork open
             warn_("CPU RNG state changed within GPU RNG context");
