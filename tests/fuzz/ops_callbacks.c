@@ -15,7 +15,9 @@
 #include <pthread.h>
 #include <sched.h>
 #include <signal.h>
+#include <string.h>
 #include <sys/wait.h>
+#include <sanitizer/common_interface_defs.h> /* the harness is always built with sanitizers */
 #include <time.h>
 #include <unistd.h>
 
@@ -51,6 +53,20 @@ static const recap_framework_ops_t cw_ops = {.version = RECAP_FRAMEWORK_OPS_VERS
                                              .get_state = cw_get,
                                              .set_state = cw_set};
 
+/* A child still running at its alarm says where it is stuck (a lock of recap's, or one of the
+ * sanitizer runtime's that another thread of the parent held at the fork), then dies as the
+ * alarm would have it. */
+static void child_hung(int sig)
+{
+    static const char msg[] = "fuzz: a forked child hung; where:\n";
+
+    (void)sig;
+    if (write(STDERR_FILENO, msg, sizeof(msg) - 1) < 0) {
+    }
+    __sanitizer_print_stack_trace();
+    _exit(128 + SIGALRM);
+}
+
 /* A child's whole life: what it inherited must work, within the alarm. */
 static void child_checks(void)
 {
@@ -62,7 +78,7 @@ static void child_checks(void)
     size_t n;
 
     in_child = 1; /* its callbacks neither fork nor re-enter */
-    signal(SIGALRM, SIG_DFL);
+    signal(SIGALRM, child_hung);
     alarm(CHILD_ALARM_S);
     REQUIRE(CALL(recap_generator_create_framework(&cw_ops, NULL, RECAP_DEVICE_HOST, &g)) ==
             RECAP_OK);
@@ -96,16 +112,29 @@ static int wait_bounded(pid_t pid)
     return -1;
 }
 
+/* A child's end: 0, or what went wrong (its status, or that it was killed hung). */
+static void require_child(pid_t pid)
+{
+    int st = wait_bounded(pid);
+
+    if (st != 0)
+        fprintf(stderr, "fuzz: child %d %s (status %d)\n", (int)pid,
+                st < 0 ? "still ran after its alarm: killed" : "failed", st);
+    REQUIRE(st == 0);
+}
+
 static void fork_and_check(void)
 {
     pid_t pid = fork();
 
     if (pid == 0) {
         in_child = 1;
+        signal(SIGALRM, child_hung); /* from here: the way back out of the callback counts too */
+        alarm(CHILD_ALARM_S);
         return;
     }
     REQUIRE(pid > 0);
-    REQUIRE(wait_bounded(pid) == 0);
+    require_child(pid);
 }
 
 /* A public call, from the helper's script or from inside a callback (there: a status, never a
@@ -236,7 +265,7 @@ void op_callbacks(input_t *in)
         if (pid == 0)
             child_checks();
         REQUIRE(pid > 0);
-        REQUIRE(wait_bounded(pid) == 0);
+        require_child(pid);
     }
     REQUIRE(pthread_join(th, NULL) == 0);
     REQUIRE(CALL(recap_capture_unsubscribe(cw.sub)) == RECAP_OK);
