@@ -35,8 +35,8 @@ from typing import Callable, Dict, Iterable, List, Optional, Sequence, Tuple
 
 import torch
 
-__all__ = ["GraphMismatch", "GraphMismatchWarning", "compare", "SdpaRecorder", "Verifier",
-           "mode"]
+__all__ = ["GraphMismatch", "GraphMismatchWarning", "compare", "differing", "SdpaRecorder",
+           "Verifier", "mode"]
 
 _MODES = ("raise", "warn", "off")  # src/base/settings.c lists them too (recap-probe flags typos)
 
@@ -61,6 +61,10 @@ def mode(verify) -> str:
     raise."""
     if verify is None:
         verify = (os.environ.get("RECAP_VERIFY_GRAPHS", "raise") or "raise").lower()
+        if verify not in _MODES and verify != "0":
+            warnings.warn(f"RECAP_VERIFY_GRAPHS={verify!r} not understood (raise, warn, 0): "
+                          "raise", stacklevel=3)
+            verify = "raise"
     if verify is True:
         return "raise"
     if verify is False or verify in ("0", "off"):
@@ -96,17 +100,24 @@ def compare(eager: Sequence[Tuple[str, Optional[torch.Tensor]]],
             replayed: Sequence[Tuple[str, Optional[torch.Tensor]]]) -> List[str]:
     """What differs between two lists of named tensors, bit for bit: one line per pair that
     does (shape, dtype, presence, or values: how many elements and the largest difference)."""
-    out: List[str] = []
+    return [line for _, line in differing(eager, replayed)]
+
+
+def differing(eager: Sequence[Tuple[str, Optional[torch.Tensor]]],
+              replayed: Sequence[Tuple[str, Optional[torch.Tensor]]]) -> List[Tuple[str, str]]:
+    """compare's lines with the name of the tensor each is about ("" for the count)."""
+    out: List[Tuple[str, str]] = []
     if len(eager) != len(replayed):
-        out.append(f"the eager step gave {len(eager)} tensors, the replay {len(replayed)}")
+        out.append(("", f"the eager step gave {len(eager)} tensors, the replay "
+                        f"{len(replayed)}"))
     for (name, a), (_, b) in zip(eager, replayed):
         if a is None or b is None:
             if (a is None) != (b is None):
-                out.append(f"{name}: {'none' if a is None else 'a tensor'} eagerly, "
-                           f"{'none' if b is None else 'a tensor'} from the replay")
+                out.append((name, f"{name}: {'none' if a is None else 'a tensor'} eagerly, "
+                                  f"{'none' if b is None else 'a tensor'} from the replay"))
             continue
         if a.shape != b.shape or a.dtype != b.dtype:
-            out.append(f"{name}: {_describe(a)} eagerly, {_describe(b)} from the replay")
+            out.append((name, f"{name}: {_describe(a)} eagerly, {_describe(b)} from the replay"))
             continue
         a_bits, b_bits = _bits(a), _bits(b.to(a.device))
         differ = a_bits != b_bits
@@ -122,7 +133,8 @@ def compare(eager: Sequence[Tuple[str, Optional[torch.Tensor]]],
             d = d[torch.isfinite(d)]
             if d.numel():
                 detail = f", largest difference {float(d.max()):.3g}"
-        out.append(f"{name} ({_describe(a)}): {n} of {a.numel()} elements differ{detail}")
+        out.append((name, f"{name} ({_describe(a)}): {n} of {a.numel()} elements differ"
+                          f"{detail}"))
     return out
 
 
@@ -254,6 +266,7 @@ class Verifier:
         self.eager_out: List[Tuple[str, Optional[torch.Tensor]]] = []
         self.replay_out: List[Tuple[str, Optional[torch.Tensor]]] = []
         self.moved: Dict[str, List[Optional[int]]] = {}
+        self.unstable: set = set()  # names that differ between two eager runs
 
     def _save_buffers(self) -> List[torch.Tensor]:
         return [b.detach().clone() for b in self.buffers]
@@ -265,22 +278,34 @@ class Verifier:
 
     def _step(self, key: str, step) -> List[Tuple[str, Optional[torch.Tensor]]]:
         from . import torch as rtorch
-        with rtorch.exact_capture():
-            before = _offsets(self.gens)
-            out = [(n, t.detach().clone() if isinstance(t, torch.Tensor) else t)
-                   for n, t in step()]
-            if torch.cuda.is_available():
-                torch.cuda.synchronize()
-            after = _offsets(self.gens)
+        cpu = torch.get_rng_state()  # exact_capture covers the CUDA generators, not torch's CPU one
+        try:
+            with rtorch.exact_capture():
+                before = _offsets(self.gens)
+                out = [(n, t.detach().clone() if isinstance(t, torch.Tensor) else t)
+                       for n, t in step()]
+                if torch.cuda.is_available():
+                    torch.cuda.synchronize()
+                after = _offsets(self.gens)
+        finally:
+            torch.set_rng_state(cpu)
         self.moved[key] = [None if a is None or b is None else b - a
                            for a, b in zip(before, after)]
         return out
 
     def eager(self, step) -> None:
+        """The eager step, twice from the same states: what differs between the two runs comes
+        from kernels that are not deterministic eagerly (atomics in backward passes, cuBLAS's
+        workspace, reductions) and is left out of the comparison with the replay, so a graph is
+        not failed for what eager training itself does not repeat."""
         saved = self._save_buffers()
         with self.sdpa:
             self.eager_out = self._step("eager", step)
+            self._load_buffers(saved)
+            again = self._step("eager again", step)
         self._load_buffers(saved)
+        self.unstable = {n for n, _ in differing(self.eager_out, again) if n}
+        del again
         self._initial = saved
 
     def capture(self, fn):
@@ -295,7 +320,12 @@ class Verifier:
         self._load_buffers(after_capture)
 
     def report(self) -> Optional[GraphMismatch]:
-        differences = compare(self.eager_out, self.replay_out)
+        if self.unstable and len(self.eager_out) == len(self.replay_out):
+            keep = [k for k, (n, _) in enumerate(self.eager_out) if n not in self.unstable]
+            differences = compare([self.eager_out[k] for k in keep],
+                                  [self.replay_out[k] for k in keep])
+        else:
+            differences = compare(self.eager_out, self.replay_out)
         offsets = []
         for (name, _), e, r in zip(self.gens, self.moved.get("eager", []),
                                    self.moved.get("replay", [])):
@@ -312,6 +342,9 @@ class Verifier:
         if len(differences) > 12:
             lines.append(f"  ... and {len(differences) - 12} more")
         lines += [f"  generator: {o}" for o in offsets]
+        if self.unstable:
+            lines.append(f"  (not compared: {len(self.unstable)} tensors that two eager runs "
+                         f"already give differently, e.g. {sorted(self.unstable)[0]})")
         lines += [f"  cause: {s}" for s in sdpa]
         if not sdpa:
             lines.append("  cause: not one recap can name (torch chose the same attention "
@@ -328,8 +361,13 @@ class Verifier:
                      "RECAP_VERIFY_GRAPHS=0 skips the check)")
         return GraphMismatch("\n".join(lines), differences, offsets, sdpa)
 
+    def release(self) -> None:
+        """Drops the tensors the check kept (outputs, gradients, buffers)."""
+        self.eager_out, self.replay_out, self._initial = [], [], []
+
     def check(self, how: str) -> None:
         err = self.report()
+        self.release()
         if err is None:
             return
         report_line(err)
@@ -345,7 +383,9 @@ def report_line(err: GraphMismatch) -> None:
     says what differed and why, in a few hundred characters. Only a regular file is written, and
     nothing blocks (the library's rule for its sinks)."""
     path = os.environ.get("RECAP_REPORT")
-    if not path:
+    if not path or "%" in path:
+        # librecap expands %p/%h and truncates per-process files at exit: a line written to the
+        # unexpanded name would be lost. recap-probe's file has neither.
         return
     what = str(err).splitlines()[0].replace("recap: ", "", 1)
     parts = [what] + err.differences[:2] + err.offsets[:1] + err.sdpa[:1]
@@ -355,7 +395,8 @@ def report_line(err: GraphMismatch) -> None:
     line = json.dumps({"schema": 2, "source": "recap.torch", "pid": os.getpid(),
                        "graph_mismatches": 1, "graph_mismatch": text}, ensure_ascii=True)
     try:
-        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_NONBLOCK | os.O_CLOEXEC)
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NONBLOCK | os.O_CLOEXEC,
+                     0o644)
     except OSError:
         return
     try:

@@ -185,6 +185,7 @@ class CudaRNGStatesTracker:
             check(lib().recap_tracker_create(ctypes.byref(p), ctypes.byref(h)),
                   "recap_tracker_create")
             self._handle = h
+            self._owner = _TrackerOwner(h)
             if self.use_cudagraphable_rng:
                 rtorch.install()
                 rtorch.register_tracker(self)
@@ -198,13 +199,8 @@ class CudaRNGStatesTracker:
                 self._gen.raise_pending(err)
             raise err
 
-    def __del__(self):
-        h, self._handle = getattr(self, "_handle", None), None
-        if h is not None:
-            try:
-                lib().recap_tracker_destroy(h)
-            except Exception:  # noqa: BLE001 - interpreter teardown
-                pass
+    # The C tracker is destroyed by _TrackerOwner when its last holder goes: this tracker, or
+    # a fork object kept beyond it (which holds the owner, not the tracker: no cycle).
 
     # -------------------------------------------------------------- Megatron's API
 
@@ -336,10 +332,7 @@ class CudaRNGStatesTracker:
                 t._gen.raise_pending(err)
             raise err
         f = _NativeFork(h.value, name, fail, _log.warning)
-        # A fork object outliving every other reference to the tracker keeps its C tracker
-        # alive (the generator-based fork's frame did too); the cycle through the tracker's
-        # cache is the collector's (the object's attributes are traversed).
-        f._owner = self
+        f._owner = self._owner  # a fork object kept beyond the tracker keeps its C tracker
         return f
 
     @contextlib.contextmanager
@@ -364,6 +357,23 @@ class CudaRNGStatesTracker:
 
     def _snapshot(self) -> "_Snapshot":
         return _Snapshot(self)
+
+
+class _TrackerOwner:
+    """Owns a C tracker: destroys it when the last Python object holding it goes."""
+
+    __slots__ = ("handle",)
+
+    def __init__(self, handle: ctypes.c_void_p) -> None:
+        self.handle = handle
+
+    def __del__(self):
+        h, self.handle = self.handle, None
+        if h is not None:
+            try:
+                lib().recap_tracker_destroy(h)
+            except Exception:  # noqa: BLE001 - interpreter teardown
+                pass
 
 
 _bound = None  # whether recap._C has librecap's fork calls

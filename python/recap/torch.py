@@ -427,7 +427,10 @@ def make_graphed_callables(callables, sample_args, *args, verify=None, **kwargs)
     for bit. A mismatch raises ``recap.torch.GraphMismatch`` (``"warn"``: warns
     ``GraphMismatchWarning``; ``False``: no check) naming what differs, how the generators'
     offsets moved, and, where torch picks another attention kernel under capture, the backend to
-    pin. Every generator and module buffer ends where the capture alone would leave it."""
+    pin; modules then get their eager forward back. The eager step runs twice: what two eager
+    runs already give differently (non-deterministic kernels) is not compared. Generators
+    (torch's CPU one too) and the modules' buffers end where the capture alone would leave them;
+    the check holds a step's outputs and gradients a few times over while it runs."""
     from . import _verify
     fn = _orig_make_graphed_callables or torch.cuda.make_graphed_callables
     how = _verify.mode(verify)
@@ -439,12 +442,21 @@ def make_graphed_callables(callables, sample_args, *args, verify=None, **kwargs)
     samples = sample_args if multi else (sample_args,)
     v = _verify.Verifier("make_graphed_callables",
                          [c for c in calls if isinstance(c, torch.nn.Module)])
-    grads: Dict[int, list] = {}
+    grads: Dict[int, tuple] = {}
     with exact_capture():
         v.eager(lambda: _graphed_step(calls, samples, grads))
         graphed = v.capture(lambda: fn(callables, sample_args, *args, **kwargs))
-        v.replay(lambda: _graphed_step(graphed if multi else (graphed,), samples, grads))
-    v.check(how)
+        try:
+            v.replay(lambda: _graphed_step(graphed if multi else (graphed,), samples, grads))
+            v.check(how)
+        except BaseException:
+            # Raised: the modules are given back their eager forward (torch's function had put
+            # the graphed one on each instance), so a caller who falls back to eager runs eager.
+            v.release()
+            for c in calls:
+                if isinstance(c, torch.nn.Module):
+                    c.__dict__.pop("forward", None)
+            raise
     return graphed
 
 
@@ -454,10 +466,12 @@ def _clone_arg(a):
     return a
 
 
-def _graphed_step(calls, samples, grads: Dict[int, list]):
+def _graphed_step(calls, samples, grads: Dict[int, tuple]):
     """One training step of make_graphed_callables' callables as it replays them: forwards in
-    order, backwards in reverse; the named outputs and gradients. The output gradients are made
-    once (a CPU generator of its own: no CUDA generator moves) and reused for the replay."""
+    order, backwards in reverse; the named outputs and gradients. The first (eager) step chooses
+    the outputs to differentiate (those that require grad) and makes their gradients (a CPU
+    generator of its own: no CUDA generator moves); later steps reuse both, since a graphed
+    callable's outputs all require grad as outputs of torch's autograd function."""
     from torch.utils._pytree import tree_flatten
     named, pending = [], []
     for i, (c, args) in enumerate(zip(calls, samples)):
@@ -466,17 +480,23 @@ def _graphed_step(calls, samples, grads: Dict[int, list]):
         named += [(f"callable {i} output {j}", o) for j, o in enumerate(outs)]
         pending.append((i, c, inputs, outs))
     for i, c, inputs, outs in reversed(pending):
-        diff = [o for o in outs if isinstance(o, torch.Tensor) and o.requires_grad]
+        if i not in grads:
+            which = [k for k, o in enumerate(outs) if isinstance(o, torch.Tensor) and
+                     o.requires_grad]
+            g = torch.Generator().manual_seed(0x5EED + i)
+            grads[i] = (which, [torch.randn(outs[k].shape, generator=g).to(outs[k].device,
+                                                                            outs[k].dtype)
+                                for k in which])
+        which, gouts = grads[i]
+        diff = [outs[k] for k in which if k < len(outs)]
         wrt = [(f"input {k}", a) for k, a in enumerate(inputs)
                if isinstance(a, torch.Tensor) and a.requires_grad]
         if isinstance(c, torch.nn.Module):
             wrt += [(f"parameter {n}", p) for n, p in c.named_parameters() if p.requires_grad]
-        if not diff or not wrt:
+        if not diff or not wrt or len(diff) != len(gouts) or \
+                not all(isinstance(o, torch.Tensor) and o.requires_grad for o in diff):
             continue
-        if i not in grads:
-            g = torch.Generator().manual_seed(0x5EED + i)
-            grads[i] = [torch.randn(o.shape, generator=g).to(o.device, o.dtype) for o in diff]
-        got = torch.autograd.grad(diff, [t for _, t in wrt], grads[i], allow_unused=True)
+        got = torch.autograd.grad(diff, [t for _, t in wrt], gouts, allow_unused=True)
         named += [(f"callable {i} gradient of {n}", t) for (n, _), t in zip(wrt, got)]
     return named
 
@@ -485,9 +505,10 @@ def verified_graph(fn, *args, verify=None, pool=None, warmup_iters: int = 1):
     """Captures ``fn(*args)`` into a new ``torch.cuda.CUDAGraph`` (after ``warmup_iters`` eager
     calls on a side stream, as torch advises) and checks its first replay against ``fn(*args)``
     run eagerly from the same generator states, bit for bit (``verify`` as for
-    ``make_graphed_callables``). Returns ``(graph, outputs)``: the outputs are the graph's static
-    tensors, and ``args`` its static inputs (copy new data into them, then ``graph.replay()``).
-    Generators and module buffers end where capturing alone would leave them."""
+    ``make_graphed_callables``). Forward only: ``fn`` runs under ``torch.no_grad()``. Returns
+    ``(graph, outputs)``: the outputs are the graph's static tensors, and ``args`` its static
+    inputs (copy new data into them, then ``graph.replay()``). Generators (torch's CPU one too)
+    and module buffers end where capturing alone would leave them."""
     from . import _verify
     from torch.utils._pytree import tree_flatten
     how = _verify.mode(verify)

@@ -467,7 +467,8 @@ static char **child_env(const char *lib, const char *report)
     if (asprintf(&env[k++], "LD_PRELOAD=%s%s%s", lib, old != NULL && *old ? ":" : "",
                  old != NULL ? old : "") < 0 ||
         asprintf(&env[k++], "RECAP_REPORT=%s", report) < 0 ||
-        asprintf(&env[k++], "RECAP_VERIFY_GRAPHS=%s", verify != NULL ? verify : "warn") < 0)
+        asprintf(&env[k++], "RECAP_VERIFY_GRAPHS=%s", verify != NULL && *verify ? verify
+                                                                                  : "warn") < 0)
         return NULL;
     return env;
 }

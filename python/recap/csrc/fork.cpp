@@ -73,7 +73,9 @@ class Fork {
     {
         recap_fork_token_t tok = 0;
 
-        if (depth_ == tokens_.size()) {
+        if (depth_ == tokens_.size()) { // both grow or neither (reserve is what may throw)
+            tokens_.reserve(depth_ + 1);
+            cpu_.reserve(depth_ + 1);
             tokens_.emplace_back();
             cpu_.emplace_back();
         }
