@@ -155,19 +155,23 @@ class SdpaRecorder(contextlib.ContextDecorator):
         self._saved = None
 
     def _record(self, args, kwargs) -> None:
+        names = ("query", "key", "value", "attn_mask", "dropout_p", "is_causal", "scale",
+                 "enable_gqa")  # F.scaled_dot_product_attention's parameters, in order
+        given = dict(zip(names, args))
+        given.update((n, kwargs[n]) for n in names if n in kwargs)
         try:
-            q, k, v = args[:3]
-            mask = args[3] if len(args) > 3 else kwargs.get("attn_mask")
-            dropout = args[4] if len(args) > 4 else kwargs.get("dropout_p", 0.0)
-            causal = args[5] if len(args) > 5 else kwargs.get("is_causal", False)
-            scale = args[6] if len(args) > 6 else kwargs.get("scale")
-            gqa = kwargs.get("enable_gqa", False)
+            q, k, v = given["query"], given["key"], given["value"]
+            mask = given.get("attn_mask")
+            dropout = given.get("dropout_p", 0.0)
+            causal = given.get("is_causal", False)
+            scale = given.get("scale")
+            gqa = given.get("enable_gqa", False)
             choice = torch._fused_sdp_choice(q, k, v, mask, dropout, causal, scale=scale,
                                              enable_gqa=gqa)
             backend = torch.nn.attention.SDPBackend(int(choice)).name
         except Exception as e:  # noqa: BLE001 - a diagnosis: never the reason a call fails
             backend = f"unknown ({type(e).__name__})"
-            q = args[0] if args else None
+            q = given.get("query")
             mask = dropout = causal = None
         sig = "scaled_dot_product_attention("
         if isinstance(q, torch.Tensor):

@@ -29,6 +29,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import functools
+import inspect
 import os
 import threading
 import weakref
@@ -582,7 +583,13 @@ def install() -> None:
             fn.__doc__ = orig[name].__doc__
             fn._recap = True
             setattr(cls, name, fn)
-        wrapped = functools.wraps(_orig_make_graphed_callables)(make_graphed_callables)
+        # A function of its own in torch's slot: torch's name and doc there, this module's own
+        # function left as it is, and the signature shown with verify= (wraps alone would show
+        # torch's, through __wrapped__).
+        def wrapped(*args, **kwargs):
+            return make_graphed_callables(*args, **kwargs)
+        functools.update_wrapper(wrapped, _orig_make_graphed_callables)
+        wrapped.__signature__ = inspect.signature(make_graphed_callables)
         torch.cuda.make_graphed_callables = wrapped
         torch.cuda.graphs.make_graphed_callables = wrapped
 

@@ -167,6 +167,16 @@ class Sdpa(unittest.TestCase):
         self.assertEqual(len(rec.calls), 12)
         self.assertTrue(all("is_causal=True" in sig for sig, _, _ in rec.calls))
 
+    def test_keyword_and_positional_forms_are_the_same_call(self):
+        q, k, v = self.qkv()
+        rec = self.recorder()
+        with rec:
+            self.F.scaled_dot_product_attention(q, k, v, None, 0.0, True)
+            self.F.scaled_dot_product_attention(query=q, key=k, value=v, is_causal=True)
+            self.F.scaled_dot_product_attention(q, key=k, value=v, attn_mask=None, is_causal=True)
+        self.assertEqual(len({c for c in rec.calls}), 1, rec.calls)
+        self.assertFalse(rec.calls[0][2].startswith("unknown"), rec.calls)
+
     def test_errors_are_torch_s_and_the_recorder_leaves(self):
         orig = self.F.scaled_dot_product_attention
         rec = self.recorder()
@@ -349,6 +359,23 @@ class Phases(unittest.TestCase):
         self.assertEqual(len(err.offsets), 1)
         self.assertIn("generator A: the eager step advanced its offset by 428, the first replay "
                       "by 3932468", str(err))
+
+    def test_installed_function_shows_verify(self):
+        import inspect
+        import recap.torch as rt
+        saved = torch.cuda.make_graphed_callables
+        rt.install()
+        try:
+            f = torch.cuda.make_graphed_callables
+            self.assertIsNot(f, saved)
+            self.assertIn("verify", inspect.signature(f).parameters)
+            self.assertIs(torch.cuda.graphs.make_graphed_callables, f)
+            self.assertIn("verify", inspect.signature(rt.make_graphed_callables).parameters)
+            self.assertIn("checks that too", rt.make_graphed_callables.__doc__,
+                          "recap's own function keeps its own doc")
+        finally:
+            rt.uninstall()
+        self.assertIs(torch.cuda.make_graphed_callables, saved)
 
     def test_graphed_step_names_outputs_and_gradients(self):
         import recap.torch as rt
