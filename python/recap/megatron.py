@@ -392,27 +392,19 @@ def _bind_tracker_calls(C) -> bool:
     return _bound
 
 
-def _native_fork_class():
-    C = _ext.module()
-    if C is None or not hasattr(C, "Fork"):
-        return None
-
-    class NativeFork(C.Fork, contextlib.ContextDecorator):
-        """recap._C.Fork, usable as a decorator too (as the generator-based one was)."""
-
-        def _recreate_cm(self):
-            return self  # nested and recursive uses push onto the same object's stacks
-    return NativeFork
+_native_cls = None  # recap._C.Fork with ContextDecorator, made on first use
 
 
 def _NativeFork(*args):
     global _native_cls
     if _native_cls is None:
-        _native_cls = _native_fork_class()
+        class NativeFork(_ext.module().Fork, contextlib.ContextDecorator):
+            """recap._C.Fork, usable as a decorator too (as the generator-based one was)."""
+
+            def _recreate_cm(self):
+                return self  # nested and recursive uses push onto the same object's stacks
+        _native_cls = NativeFork
     return _native_cls(*args)
-
-
-_native_cls = None
 
 
 class _Snapshot:

@@ -531,14 +531,13 @@ def verified_graph(fn, *args, verify=None, pool=None, warmup_iters: int = 1):
     def named(out):
         return [(f"output {j}", o) for j, o in enumerate(tree_flatten(out)[0])]
 
-    with exact_capture(), torch.no_grad():
-        if how != "off":
-            v.eager(lambda: named(fn(*args)))
-        graph = v.capture(capture) if how != "off" else exact_capture()(capture)()
-        if how != "off":
-            v.replay(lambda: (graph.replay(), named(state["out"]))[1])
-    if how != "off":
-        v.check(how)
+    with exact_capture(), torch.no_grad():  # (this scope alone restores, unchecked)
+        if how == "off":
+            return capture(), state["out"]
+        v.eager(lambda: named(fn(*args)))
+        graph = v.capture(capture)
+        v.replay(lambda: (graph.replay(), named(state["out"]))[1])
+    v.check(how)
     return graph, state["out"]
 
 
