@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: Apache-2.0
-"""Replays of torch CUDA graphs that pay only for the generator states they draw from.
+"""Replays of torch CUDA graphs at recap's flat cost.
 
 torch 2.11 replays a graph by writing, for every generator state registered with it, the state's
 seed and offset into two device tensors (two fill_ kernels, some 10 us of host time) before the
@@ -8,23 +8,29 @@ before each capture, because torch refuses a registration once the capture has b
 that draws from one of eight tracker states would pay for nine (with the default generator's,
 which torch registers itself).
 
-So recap.torch replays the graphs captured while it is installed through its extension
-(recap/csrc/graph_replay.cpp): at each replay it walks the graph's own table of registered
-states, as torch's replay does, writes the seed and offset of those the graph draws from (stream
-memory writes, no kernels), advances them as torch does, and launches the graph's exec. It does
-so only on the torch versions listed there, each checked in gpu-check against torch's own replay
-(tests/python/replay_plans.py), and only while torch's Python ``replay`` is torch's own plain
-call to the C++ one. Anywhere else torch's replay runs, and ``why`` says why;
+So recap.torch drives the graphs captured while it is installed as it drives its own
+(recap/csrc/graph_replay.cpp): at the end of the capture one captured kernel advances the device
+offset of each state the graph drew from, so each launch leaves the next one's base in place; a
+replay (recap._C.replay_method, torch.cuda.CUDAGraph.replay while installed) walks the graph's
+own table of registered states as torch does, writes a state's seed and offset only when an
+eager draw, a set, a capture or torch's own replay moved it since recap's last launch (two
+stream memory writes, no kernel), advances the host offsets as torch does and launches the exec.
+It does so only on the torch versions listed there, each checked in gpu-check against torch's
+own replay (tests/python/replay_plans.py), and only while torch's Python ``replay`` is torch's
+own plain call to the C++ one. Anywhere else torch's replay runs, and ``why`` says why;
 ``RECAP_TORCH_REPLAY=0`` turns it off. A replay the extension does not take (no exec yet, inside
 a capture, a registered state capturing) goes to torch's replay, which raises where torch raises.
-One difference stays: torch also rewrites the device tensors of states the graph does not draw
-from, which only graphs drawing from them read, after their own replay wrote them.
+What stays different from torch: torch also rewrites the device tensors of states the graph does
+not draw from, which only graphs drawing from them read, after their own replay wrote them; and
+a capture made without torch.cuda.CUDAGraph's Python methods (torch._C._CUDAGraph directly) of a
+graph registered with a state a recap graph advances is not seen: recap notices a registration
+it did not see, not a second capture through the same registration.
 """
 from __future__ import annotations
 
 import os
 import threading
-from typing import List, Optional, Tuple
+from typing import Dict, List, Optional, Tuple
 
 import torch
 
@@ -33,7 +39,13 @@ from . import _ext
 _lock = threading.Lock()
 _bound: Optional[bool] = None  # whether recap replays graphs in this process (decided once)
 why = ""                       # why it does not, when it does not
-stats = {"plans": 0, "replays": 0, "to_torch": 0}
+
+
+def stats() -> Dict[str, int]:
+    """Plans made, replays recap made and torch made of planned graphs, slot writes (eager work
+    between launches), captures given recap's advance node; empty without the extension."""
+    ext = _ext.module()
+    return {} if ext is None else dict(ext.replay_stats())
 
 
 def graph_states(graph) -> Optional[List[Tuple[int, int]]]:
@@ -61,7 +73,7 @@ def _decide(orig) -> str:
 
 
 def ready(orig) -> bool:
-    """Decided once per process (on the first capture recap sees); False when replays stay
+    """Decided once per process (at recap.torch's install()); False when replays stay
     torch's."""
     global _bound, why
     if _bound is None:
@@ -72,34 +84,47 @@ def ready(orig) -> bool:
     return _bound
 
 
-class _Plan:
-    """A graph recap replays; the table and exec are read at each replay."""
-
-    __slots__ = ("replays",)
-
-    def __init__(self) -> None:
-        self.replays = 0
-
-    def replay(self, graph) -> bool:
-        """True when replayed by recap; False when torch's replay must run (nothing done)."""
-        if _ext.module().replay(graph):
-            self.replays += 1
-            stats["replays"] += 1
-            return True
-        stats["to_torch"] += 1
-        return False
+def replay_method(orig):
+    """What torch.cuda.CUDAGraph.replay becomes while recap.torch is installed (None: torch's
+    stays)."""
+    return _ext.module().replay_method if ready(orig) else None
 
 
-def begin(graph, orig) -> None:
-    """Before torch's capture_begin: the graph is recap's to replay from now on."""
+def begin(graph, orig):
+    """Before torch's capture_begin: the graph's plan (made now, or kept from an earlier
+    capture), or None when torch replays it."""
     d = getattr(graph, "__dict__", None)
-    if d is None or not ready(orig) or "_recap_plan" in d:
-        return
-    d["_recap_plan"] = _Plan()
-    stats["plans"] += 1
+    if d is None or not ready(orig):
+        return None
+    plan = d.get("_recap_plan")
+    if plan is None:
+        plan = d["_recap_plan"] = _ext.module().Plan()
+    return plan
 
 
-def plan_of(graph) -> Optional[_Plan]:
+def begun(graph, plan) -> None:
+    """After torch's capture_begin (which rewrote the registered states' device tensors)."""
+    _ext.module().plan_begun(graph, plan)
+
+
+def ending(graph, plan) -> None:
+    """Before torch's capture_end: the captured node advancing each drawn state. Should it fail,
+    the graph's replays write the states' tensors each time (exact, slower) and recap says so
+    once."""
+    try:
+        _ext.module().plan_ending(graph, plan)
+    except Exception as e:  # noqa: BLE001 - a speed-up: never the reason a capture fails
+        from . import _lib
+        _lib.log_once("warn", f"recap.torch: no advance node in a captured graph ({e}); its "
+                      "replays write the generator states' tensors each time")
+
+
+def ended(graph, plan) -> None:
+    """After torch's capture_end: the exec (or kept graph) that holds the node."""
+    _ext.module().plan_ended(graph, plan)
+
+
+def plan_of(graph):
     """The graph's plan (None when torch replays it)."""
     d = getattr(graph, "__dict__", None)
     return None if d is None else d.get("_recap_plan")

@@ -18,11 +18,12 @@ CUDA graphs.
   ``register_generator_state`` in user code. Importing ``recap.megatron`` installs it.
 - Replays: torch replays a graph by writing every registered state's seed and offset to the
   device (two kernels each, drawn from or not), so registering every tracker state would make
-  each replay pay for all of them. ``install()`` also wraps ``replay``: a graph captured while
-  recap is installed is replayed by recap, which reads the graph's table of registered states at
-  each replay as torch does, writes only the states the graph draws from (stream memory writes,
-  no kernels) and advances them as torch would (recap/_replay.py says when it steps aside;
-  ``RECAP_TORCH_REPLAY=0`` turns it off).
+  each replay pay for all of them. ``install()`` also wraps ``capture_end`` and puts recap's
+  replay in ``replay``: a graph captured while recap is installed advances the device offsets of
+  the states it draws from itself (one captured node at its end), and recap's replay writes a
+  state only when eager work moved it since the last launch, advances the host offsets as torch
+  would and launches the graph: no device work in steady state (recap/_replay.py says when it
+  steps aside; ``RECAP_TORCH_REPLAY=0`` turns it off).
 """
 from __future__ import annotations
 
@@ -558,30 +559,41 @@ def install() -> None:
         from . import _replay
         cls = torch.cuda.graphs.CUDAGraph
         orig = {name: getattr(cls, name) for name in ("capture_begin", "capture_end", "replay")}
+        _replay.ready(orig)  # decided before any capture: replays are recap's or torch's
 
         def capture_begin(self, *args, **kwargs):
             # Outside the capture still: torch's capture_begin primes what is registered.
             stats["graphs"] += 1
             stats["states_registered"] += register_with(self, registered_states())
+            plan = None
             try:
-                _replay.begin(self, orig)
+                plan = _replay.begin(self, orig)
             except Exception:  # noqa: BLE001 - a speed-up: never the reason a capture fails
                 pass
-            return orig["capture_begin"](self, *args, **kwargs)
+            out = orig["capture_begin"](self, *args, **kwargs)
+            if plan is not None:
+                _replay.begun(self, plan)
+            return out
 
-        def replay(self):
-            d = getattr(self, "__dict__", None)
-            plan = d.get("_recap_plan") if d is not None else None
-            if plan is None or not plan.replay(self):
-                orig["replay"](self)
+        def capture_end(self):
+            plan = _replay.plan_of(self)
+            if plan is not None:
+                _replay.ending(self, plan)
+            orig["capture_end"](self)
+            if plan is not None:
+                _replay.ended(self, plan)
 
         _orig.update(orig)  # before patching: a failure below leaves install() idempotent
         _orig_make_graphed_callables = torch.cuda.make_graphed_callables
-        for name, fn in (("capture_begin", capture_begin), ("replay", replay)):
+        for name, fn in (("capture_begin", capture_begin), ("capture_end", capture_end)):
             fn.__wrapped__ = orig[name]
             fn.__doc__ = orig[name].__doc__
             fn._recap = True
             setattr(cls, name, fn)
+        # Replays: recap's C++ method (no Python frame), where recap replays graphs at all.
+        method = _replay.replay_method(orig)
+        if method is not None:
+            setattr(cls, "replay", method)
         # A function of its own in torch's slot: torch's name and doc there, this module's own
         # function left as it is, and the signature shown with verify= (wraps alone would show
         # torch's, through __wrapped__).
@@ -597,9 +609,13 @@ def uninstall() -> None:
     global _orig_make_graphed_callables
     with _install_lock:
         cls = torch.cuda.graphs.CUDAGraph
-        for name in ("capture_begin", "replay"):
-            # Only recap's own wrapper: one another library put over it stays (and calls it).
-            if name in _orig and getattr(getattr(cls, name), "_recap", False):
+        from . import _replay
+        method = _replay.replay_method(_orig) if _orig else None
+        for name in ("capture_begin", "capture_end", "replay"):
+            # Only recap's own: a wrapper another library put over it stays (and calls it).
+            mine = cls.__dict__.get(name)
+            if name in _orig and mine is not None and (
+                    getattr(mine, "_recap", False) or (method is not None and mine is method)):
                 setattr(cls, name, _orig[name])
         _orig.clear()
         if _orig_make_graphed_callables is not None:

@@ -62,8 +62,11 @@ def one_run(module, graphs, dropout):
     pos = torch.arange(SEQ, device="cuda").unsqueeze(0).expand(BATCH, -1).contiguous()
     mask = torch.triu(torch.ones(SEQ, SEQ, dtype=torch.bool, device="cuda"),
                       diagonal=1).view(1, 1, SEQ, SEQ)
-    losses = []
+    losses, marks = [], []
     for step in range(STEPS):
+        if step >= 5:  # step time, event-timed, once the graphs exist and have run
+            marks.append(torch.cuda.Event(enable_timing=True))
+            marks[-1].record()
         inp, labels = batches[step % len(batches)]
         loss = model(inp, pos, mask, labels=labels).float().mean()
         loss.backward()
@@ -79,15 +82,20 @@ def one_run(module, graphs, dropout):
                 p.add_(p.main_grad, alpha=-0.05)
                 p.main_grad.zero_()
         losses.append(loss.detach())
+    marks.append(torch.cuda.Event(enable_timing=True))
+    marks[-1].record()
     torch.cuda.synchronize()
+    step_us = sorted(a.elapsed_time(b) * 1000 for a, b in zip(marks, marks[1:]))
+    print(f"STEPUS {step_us[len(step_us) // 2]:.1f}")
     out = [float(x) for x in torch.stack(losses).cpu()]
     print("LOSSES " + json.dumps([x.hex() for x in out]))
     if "recap._replay" in sys.modules:  # graphs recap replayed itself vs left to torch
-        print("PLANS " + json.dumps(sys.modules["recap._replay"].stats))
+        print("PLANS " + json.dumps(sys.modules["recap._replay"].stats()))
     torch.distributed.destroy_process_group()
 
 
 PLANS = {}
+STEP_US = {}
 
 
 def run(module, graphs, dropout, extra_env=None):
@@ -97,6 +105,8 @@ def run(module, graphs, dropout, extra_env=None):
     for line in p.stdout.splitlines():
         if line.startswith("PLANS "):
             PLANS[module, dropout, graphs] = json.loads(line[6:])
+        if line.startswith("STEPUS "):
+            STEP_US[module, dropout, graphs] = float(line[7:])
     for line in p.stdout.splitlines():
         if line.startswith("LOSSES "):
             return [float.fromhex(x) for x in json.loads(line[7:])]
@@ -137,10 +147,20 @@ def main():
     print(f"info  losses, step 1/2/{STEPS}: eager {e[0]:.6f} {e[1]:.6f} {e[-1]:.6f}; "
           f"graphed (recap) {g[0]:.6f} {g[1]:.6f} {g[-1]:.6f}; graphed (Megatron) "
           f"{mg[0]:.6f} {mg[1]:.6f} {mg[-1]:.6f}")
+    t = {k: STEP_US.get(k) for k in (("megatron", 0.1, True), ("recap", 0.1, True),
+                                     ("megatron", 0.1, False), ("recap", 0.1, False))}
+    if all(t.values()):
+        print(f"info  step time, median of steps 6-{STEPS} (event-timed), dropout 0.1: graphed "
+              f"{t['recap', 0.1, True]:.1f} us with recap.megatron vs "
+              f"{t['megatron', 0.1, True]:.1f} us with Megatron's module "
+              f"({t['recap', 0.1, True] / t['megatron', 0.1, True]:.2f}); eager "
+              f"{t['recap', 0.1, False]:.1f} vs {t['megatron', 0.1, False]:.1f} us")
     plans = PLANS.get(("recap", 0.1, True))
     if plans is not None:
         print(f"info  graphed run with recap.megatron: {plans['plans']} graph(s) replayed by "
-              f"recap, {plans['replays']} replays by recap, {plans['to_torch']} by torch")
+              f"recap, {plans['replays']} replays by recap, {plans['to_torch']} by torch, "
+              f"{plans.get('advanced_captures')} captures advancing their states themselves, "
+              f"{plans.get('slot_writes')} slot writes")
     if fails:
         print(f"megatron_gpt_graphs: {len(fails)} check(s) failed")
         sys.exit(1)

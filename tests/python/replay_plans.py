@@ -15,6 +15,7 @@ Exit status 0 when every check holds.
 import random
 import statistics
 import sys
+import time
 import zlib
 
 import torch
@@ -105,10 +106,13 @@ def drawn_in_table(g):
 
 
 def run_case(name, n_states, drawn, keep_graph=False, sneak=False, second=False,
-             recapture=None, reinstall=False):
+             recapture=None, reinstall=False, torch_every=0):
     """K graph replays vs K eager steps, from the same start, with eager draws and state resets
     between steps; returns the graph and its plan. recapture: after K // 2 replays, reset the
-    graph and capture it again drawing from these states (eager does the same from there)."""
+    graph and capture it again drawing from these states (eager does the same from there).
+    second: a second graph drawing from drawn[0], replayed in turn ("foreign": one made,
+    registered and captured through torch._C, which recap does not see). torch_every: every
+    that many replays go through torch's own replay."""
     rng = random.Random(zlib.crc32(name.encode()))
     seq = [(rng.choice(["draw", "set", "none"]), rng.randrange(8)) for _ in range(K)]
     tracker = Tracker(n_states, 100 + 10 * n_states)
@@ -142,7 +146,18 @@ def run_case(name, n_states, drawn, keep_graph=False, sneak=False, second=False,
         torch._C._CUDAGraph.register_generator_state(g, extra)
     outs = capture(g, x, states, drawn)
     g2 = outs2 = None
-    if second:  # a second graph drawing from the first drawn state, replayed in turn
+    if second == "foreign":  # made, registered and captured behind recap's back
+        g2 = torch._C._CUDAGraph()
+        for st in states:
+            g2.register_generator_state(st)
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            g2.capture_begin()
+            outs2 = body(x, states, drawn[:1])
+            g2.capture_end()
+        torch.cuda.current_stream().wait_stream(side)
+    elif second:  # a second graph drawing from the first drawn state, replayed in turn
         g2 = torch.cuda.CUDAGraph()
         outs2 = capture(g2, x, states, drawn[:1])
     same = True
@@ -156,7 +171,10 @@ def run_case(name, n_states, drawn, keep_graph=False, sneak=False, second=False,
             rt.uninstall()
         if reinstall and k == 2 * K // 3:
             rt.install()
-        g.replay()
+        if torch_every and k % torch_every == torch_every - 1:
+            torch._C._CUDAGraph.replay(g)
+        else:
+            g.replay()
         got = [o.clone() for o in outs]
         mid = between(k, states, now(k), seq)
         want_outs, want_mid = eager[k][0], eager[k][1]
@@ -192,6 +210,12 @@ def correctness():
     p2 = _replay.plan_of(g2)
     check(p is not None and p2 is not None and p.replays == K and p2.replays == K,
           "recap replayed both graphs")
+    g, p, g2 = run_case("a graph captured through torch._C sharing a state, replayed in turn",
+                        4, [2, 0], second="foreign")
+    check(p is not None and p.replays == K and p.advanced == 2 and _replay.plan_of(g2) is None,
+          "recap replayed its graph (its node advancing 2 states), torch the other")
+    g, p, _ = run_case("torch's own replay every third replay", 3, [1, HOME], torch_every=3)
+    check(p is not None and p.replays == K - K // 3, "recap's replays and torch's, in turn")
     g, p, _ = run_case("a state registered through torch._C", 3, [0], sneak=True)
     check(p is not None and p.replays == K and drawn_in_table(g) == 2,
           "recap replayed it, the state it was not told of included (read from torch's table)")
@@ -242,27 +266,89 @@ def replay_us(fn, reps=2000, rounds=7):
     return statistics.median(times)
 
 
+def host_us(fn, batches=31, per=200):
+    """Median over batches of the host time per fn() call (a replay), the device drained
+    between batches: what a launch costs the host (bench/launch's method)."""
+    for _ in range(50):
+        fn()
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(batches):
+        t0 = time.perf_counter()
+        for _ in range(per):
+            fn()
+        t1 = time.perf_counter()
+        torch.cuda.synchronize()
+        times.append((t1 - t0) / per * 1e6)
+    return statistics.median(times)
+
+
 def bench():
+    """Per replay, a graph drawing from 1 of a tracker's S states (all registered by recap)
+    against a plain graph of the same kernels (a fill where the other draws): recap's replay and
+    torch's. Medians of 5 interleaved rounds."""
     print()
-    print("| tracker states (graph draws from 1) | torch's replay us | recap's replay us | ratio |")
-    print("|---|---:|---:|---:|")
-    for n in (1, 4, 8):
+    print("Per replay (us), host time around replay() (medians of 31 batches of 200) and "
+          "event-timed (3 loops of 1000); medians of 5 interleaved rounds")
+    print()
+    print("| S | plain, recap's replay | RNG, recap's replay | recap added | plain, torch's "
+          "replay | RNG, torch's replay | torch added | event-timed: plain / RNG recap / RNG "
+          "torch | slot writes |")
+    print("|---:|---:|---:|---:|---:|---:|---:|---|---:|")
+    worst = 0.0
+    for n in (1, 4, 8, 16):
         tracker = Tracker(n, 500 + n)
-        x = torch.ones(1024, device="cuda")
-        g = torch.cuda.CUDAGraph()
+        buf = torch.empty(1 << 16, device="cuda")
+        gen = torch.cuda.default_generators[0]
         side = torch.cuda.Stream()
         side.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.graph(g, stream=side):
-            y = body(x, tracker.states, [0])
-        g._keep = (tracker, x, y)
-        p = _replay.plan_of(g)
-        check(p is not None and drawn_in_table(g) == 1,
-              f"S={n}: recap replays the graph, which draws from 1 state")
-        pairs = [(replay_us(lambda: torch._C._CUDAGraph.replay(g), reps=1000, rounds=3),
-                  replay_us(g.replay, reps=1000, rounds=3)) for _ in range(5)]  # interleaved
-        t = statistics.median(a for a, _ in pairs)
-        r = statistics.median(b for _, b in pairs)
-        print(f"| {n} | {t:.2f} | {r:.2f} | {r / t:.2f} |")
+        plain, rng = torch.cuda.CUDAGraph(), torch.cuda.CUDAGraph()
+        with torch.cuda.graph(plain, stream=side):
+            buf.fill_(1.0)
+        with torch.cuda.graph(rng, stream=side):
+            home = gen.graphsafe_get_state()
+            gen.graphsafe_set_state(tracker.states[0])
+            buf.uniform_()
+            gen.graphsafe_set_state(home)
+        torch.cuda.current_stream().wait_stream(side)
+        rng._keep = plain._keep = (tracker, buf)
+        p = _replay.plan_of(rng)
+        check(p is not None and p.advanced == 1 and drawn_in_table(rng) == 1,
+              f"S={n}: recap replays the graph, whose own node advances the 1 state it draws")
+        torch_replay = torch._C._CUDAGraph.replay
+        w0 = _replay.stats()["slot_writes"]
+        rounds = []
+        for _ in range(5):
+            rounds.append((host_us(plain.replay), host_us(rng.replay),
+                           host_us(lambda: torch_replay(plain)), host_us(lambda: torch_replay(rng)),
+                           replay_us(plain.replay, reps=1000, rounds=3),
+                           replay_us(rng.replay, reps=1000, rounds=3),
+                           replay_us(lambda: torch_replay(rng), reps=1000, rounds=3)))
+        pr, rr, pt, rt_, ep, er, et = (statistics.median(r[i] for r in rounds) for i in range(7))
+        writes = _replay.stats()["slot_writes"] - w0
+        # torch's replays in between move the state behind recap: one write after each of them
+        print(f"| {n} | {pr:.2f} | {rr:.2f} | {rr - pr:+.2f} | {pt:.2f} | {rt_:.2f} | "
+              f"{rt_ - pt:+.2f} | {ep:.2f} / {er:.2f} / {et:.2f} | {writes} |")
+        worst = max(worst, rr - pr)
+    print(f"\ninfo  recap's added host cost per replay, worst S: {worst:+.2f} us "
+          "(issue bound: 0.5 us)")
+    steady = Tracker(2, 900)
+    buf = torch.empty(1024, device="cuda")
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        gen = torch.cuda.default_generators[0]
+        home = gen.graphsafe_get_state()
+        gen.graphsafe_set_state(steady.states[1])
+        buf.uniform_()
+        gen.graphsafe_set_state(home)
+    g._keep = (steady, buf)
+    g.replay()
+    w0 = _replay.stats()["slot_writes"]
+    for _ in range(1000):
+        g.replay()
+    torch.cuda.synchronize()
+    w = _replay.stats()["slot_writes"] - w0
+    check(w == 0, f"steady state: 1000 replays in a row wrote no slot (wrote {w})")
 
 
 def main():

@@ -19,6 +19,8 @@ namespace recap_torch {
 void define_test_entries(py::module_ &m);
 // Fork, bind_tracker_calls (fork.cpp).
 void define_fork(py::module_ &m);
+// Plan, replay_method and the capture hooks of recap's graph replay (graph_replay.cpp).
+void define_replay(py::module_ &m);
 } // namespace recap_torch
 
 PYBIND11_MODULE(_C, m)
@@ -28,7 +30,6 @@ PYBIND11_MODULE(_C, m)
         throw py::import_error("recap._C was built for torch " RECAP_TORCH_BUILT_FOR
                                ", not the running torch " + running);
     m.attr("TORCH_VERSION") = RECAP_TORCH_BUILT_FOR;
-    m.attr("REPLAY_VERIFIED") = replay_verified();
     m.def(
         "framework",
         [](int device) {
@@ -57,13 +58,7 @@ PYBIND11_MODULE(_C, m)
             return reinterpret_cast<uintptr_t>(state_of(impl));
         },
         "the address of the at::CUDAGeneratorState a CUDA generator draws from now");
-    m.def(
-        "replay", [](at::cuda::CUDAGraph &g) { return replay(&g); },
-        py::call_guard<py::gil_scoped_release>(),
-        "one replay by recap: True when launched, False when torch's replay must run");
-    m.def(
-        "graph_states", [](at::cuda::CUDAGraph &g) { return graph_states(&g); },
-        "the (state address, increment) pairs of the graph's table");
+    define_replay(m);
     define_fork(m);
     define_test_entries(m);
 }

@@ -29,6 +29,8 @@ struct GraphMembers : at::cuda::CUDAGraph {
     static constexpr auto table = &GraphMembers::captured_generator_states_;
     static constexpr auto exec = &GraphMembers::graph_exec_;
     static constexpr auto has_exec = &GraphMembers::has_graph_exec_;
+    static constexpr auto graph = &GraphMembers::graph_;
+    static constexpr auto has_graph = &GraphMembers::has_graph_;
     static constexpr auto stream = &GraphMembers::capture_stream_;
 };
 
@@ -47,11 +49,6 @@ at::Generator state_generator(void *handle);
 // The message of the last exception an operation caught in this thread ("" when none).
 std::string take_error();
 
-// One replay of `graph` by recap: true when launched; false when torch's replay must run (nothing
-// was done). Throws torch's error for a failed CUDA call.
-bool replay(at::cuda::CUDAGraph *graph);
-// The (state, increment) pairs of the graph's table, states as addresses (tests).
-std::vector<std::pair<uintptr_t, uint64_t>> graph_states(at::cuda::CUDAGraph *graph);
 // Whether recap's replay was checked against torch's on this torch (the list in graph_replay.cpp).
 bool replay_verified();
 
