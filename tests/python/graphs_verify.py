@@ -125,7 +125,7 @@ class Attention(torch.nn.Module):
 
 def seed():
     torch.manual_seed(1234)
-    rm.model_parallel_cuda_manual_seed(1234)
+    rm.model_parallel_cuda_manual_seed(1234, tp_rank=0, ep_rank=0, etp_rank=0)  # no parallel_state
 
 
 def graphed(model, args, **kw):
