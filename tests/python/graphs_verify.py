@@ -125,7 +125,9 @@ class Attention(torch.nn.Module):
 
 def seed():
     torch.manual_seed(1234)
-    rm.model_parallel_cuda_manual_seed(1234, tp_rank=0, ep_rank=0, etp_rank=0)  # no parallel_state
+    # graph-safe (what graphed Megatron models use); explicit ranks: no parallel_state here
+    rm.model_parallel_cuda_manual_seed(1234, use_cudagraphable_rng=True, tp_rank=0, ep_rank=0,
+                                       etp_rank=0)
 
 
 def graphed(model, args, **kw):

@@ -127,8 +127,11 @@ def main():
             fails.append(what)
 
     res = {}
+    # RECAP_GPT_CONTROLS=0 leaves out the dropout-0 controls (half the runs) when device time
+    # is short.
+    controls = os.environ.get("RECAP_GPT_CONTROLS", "1") != "0"
     for module in ("megatron", "recap"):
-        for dropout in (0.1, 0.0):
+        for dropout in ((0.1, 0.0) if controls else (0.1,)):
             for graphs in (False, True):
                 res[module, dropout, graphs] = run(module, graphs, dropout)
     e, g = res["recap", 0.1, False], res["recap", 0.1, True]
@@ -140,7 +143,7 @@ def main():
           "(the anchor)")
     check(d is not None, "the anchor: with Megatron's own module graphed != eager at dropout 0.1")
     check(me == e, "eager runs: recap.megatron = Megatron's module, bit for bit")
-    for module in ("megatron", "recap"):
+    for module in ("megatron", "recap") if controls else ():
         a, b = res[module, 0.0, False], res[module, 0.0, True]
         check(a == b, f"control, dropout 0, {module}: graphed = eager"
               + ("" if a == b else f" (first differs at step {first_diff(a, b)})"))

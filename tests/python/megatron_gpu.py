@@ -188,9 +188,11 @@ def autoreg():
 
 
 def time_forks(mod, graph_safe, n=2000, reps=15):
+    torch.ones(1, device="cuda").sum().item()  # a live CUDA context, as in any training job
     seed_all(mod, graph_safe, 0, 0)
     t = mod.get_cuda_rng_tracker()
     name = mod._MODEL_PARALLEL_RNG_TRACKER_NAME
+    FORK_KIND[mod.__name__, graph_safe] = type(t.fork(name)).__name__
     for _ in range(200):
         with t.fork(name):
             pass
@@ -202,6 +204,9 @@ def time_forks(mod, graph_safe, n=2000, reps=15):
                 pass
         samples.append((time.perf_counter() - t0) / n * 1e6)
     return statistics.median(samples)
+
+
+FORK_KIND = {}
 
 
 def replay_us(g, reps=2000, rounds=7, by_torch=False):
@@ -240,6 +245,7 @@ def bench():
         r = time_forks(rec, graph_safe)
         mode = "graph-safe" if graph_safe else "value"
         print(f"| {mode} mode | {m:.2f} | {r:.2f} | {r / m:.2f} |")
+    print(f"info  fork objects: {FORK_KIND}")
     print()
     print("| tracker states (graph draws from 1) | registered by hand, torch's replay us | "
           "recap, automatic us | ratio | registered by hand, recap's replay us |")
@@ -251,7 +257,8 @@ def bench():
         hand, auto, hand_recap = (statistics.median(r[i] for r in rounds) for i in range(3))
         print(f"| {states} | {hand:.2f} | {auto:.2f} | {auto / hand:.2f} | {hand_recap:.2f} |")
     from recap import _replay
-    check(_replay.stats().get("replays", 0) > 0, f"recap replayed these graphs itself: {_replay.stats()}"
+    check(_replay.stats().get("replays", 0) > 0,
+          f"recap replayed these graphs itself: {_replay.stats()}"
           + (f"; off: {_replay.why}" if _replay.why else ""))
 
 

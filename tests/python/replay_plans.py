@@ -153,7 +153,7 @@ def run_case(name, n_states, drawn, keep_graph=False, sneak=False, second=False,
         side = torch.cuda.Stream()
         side.wait_stream(torch.cuda.current_stream())
         with torch.cuda.stream(side):
-            g2.capture_begin()
+            g2.capture_begin(None, "global")
             outs2 = body(x, states, drawn[:1])
             g2.capture_end()
         torch.cuda.current_stream().wait_stream(side)
