@@ -191,6 +191,22 @@ class CudaRNGStatesTracker:
                 rtorch.register_tracker(self)
         return self._handle
 
+    def _fail(self, st: int, what: str) -> None:
+        """Raises recap's typed error for a failed call (recap._C's calls report them here)."""
+        err = _lib.error(st, what)
+        if self._gen is not None:
+            self._gen.raise_pending(err)
+        raise err
+
+    def _native_states(self):
+        """recap._C when it reads and writes the whole map in one call, else None."""
+        self._tracker()
+        C = _ext.module()
+        if C is None or not hasattr(C, "get_values") or not self._gen.fast or \
+                not _bind_state_calls(C):
+            return None
+        return C
+
     def _call(self, name: str, *args) -> None:
         st = getattr(lib(), name)(*args)
         if st != _abi.RECAP_OK:
@@ -222,6 +238,12 @@ class CudaRNGStatesTracker:
         out: Dict[str, Any] = {}
         if self._handle is None or not any(n not in self._opaque for n in self._names):
             return {n: self._opaque[n] for n in self._names if n in self._opaque}
+        C = self._native_states()
+        if C is not None:  # one call for the whole map (recap/csrc/tracker_states.cpp)
+            names = [n for n in self._names if n not in self._opaque]
+            get = C.get_objects if self.use_cudagraphable_rng else C.get_values
+            got = dict(zip(names, get(self._handle.value, names, self._fail)))
+            return {n: self._opaque[n] if n in self._opaque else got[n] for n in self._names}
         if self.use_cudagraphable_rng:
             obj = ctypes.c_void_p()
             for n in self._names:
@@ -272,7 +294,10 @@ class CudaRNGStatesTracker:
                 values[name] = _state_value(v)
             else:
                 opaque[name] = v
-        if values or self._handle is not None:
+        C = self._native_states() if values or self._handle is not None else None
+        if C is not None:  # one call (recap/csrc/tracker_states.cpp)
+            C.set_values(self._tracker().value, list(values.items()), self._fail)
+        elif values or self._handle is not None:
             s = ctypes.c_void_p()
             check(lib().recap_states_create(ctypes.byref(s)), "recap_states_create")
             try:
@@ -390,6 +415,23 @@ def _bind_tracker_calls(C) -> bool:
         except Exception:  # noqa: BLE001 - an older recap._C: the Python fork
             _bound = False
     return _bound
+
+
+_states_bound = None  # whether recap._C has librecap's tracker-state calls
+
+
+def _bind_state_calls(C) -> bool:
+    global _states_bound
+    if _states_bound is None:
+        try:
+            C.bind_state_calls({n: ctypes.cast(getattr(lib(), n), ctypes.c_void_p).value for n in (
+                "recap_tracker_get_states", "recap_tracker_set_states", "recap_states_create",
+                "recap_states_put", "recap_states_lookup", "recap_states_free",
+                "recap_tracker_state_object")})
+            _states_bound = True
+        except Exception:  # noqa: BLE001 - an older recap._C: the ctypes calls
+            _states_bound = False
+    return _states_bound
 
 
 _native_cls = None  # recap._C.Fork with ContextDecorator, made on first use

@@ -207,5 +207,75 @@ class NativeFork(unittest.TestCase):
         self.assertLess(grown, 4096, "Python memory grew with the forks")
 
 
+@unittest.skipIf(torch is None and os.environ.get("RECAP_REQUIRE_TORCH") != "1",
+                 "torch is not installed")
+class TrackerStates(unittest.TestCase):
+    """recap._C.get_values/set_values (recap/csrc/tracker_states.cpp), the whole map in one
+    call, against librecap's calls one name at a time on the same host trackers."""
+
+    tearDown, tracker, gen, draw = (NativeFork.tearDown, NativeFork.tracker, NativeFork.gen,
+                                    NativeFork.draw)
+
+    def setUp(self):
+        NativeFork.setUp(self)
+        self.assertTrue(self.rm._bind_state_calls(self.C))
+
+    def fail(self, st, what):
+        raise self.lib.error(st, what)
+
+    def lookup(self, t, names):
+        s = ctypes.c_void_p()
+        buf = (ctypes.c_uint8 * 16)()
+        self.lib.call("recap_tracker_get_states", t, ctypes.byref(s))
+        try:
+            out = []
+            for n in names:
+                self.lib.call("recap_states_lookup", s, n, buf)
+                out.append(bytes(buf))
+            return out
+        finally:
+            self.lib.lib().recap_states_free(s)
+
+    def test_get_values_equal_the_c_calls(self):
+        for _ in range(20):
+            t = self.tracker([self.rng.randrange(1, 1 << 62) for _ in NAMES])
+            for _ in range(self.rng.randrange(4)):  # move some states on
+                tok = ctypes.c_uint64()
+                self.lib.call("recap_tracker_fork", t, self.rng.choice(NAMES), ctypes.byref(tok))
+                self.draw(t, self.rng.randrange(1, 100))
+                self.lib.call("recap_tracker_unfork", t, tok)
+            names = self.rng.sample(NAMES, self.rng.randrange(1, len(NAMES) + 1))
+            got = self.C.get_values(t.value, [n.decode() for n in names], self.fail)
+            self.assertTrue(all(x.dtype == torch.uint8 and x.shape == (16,) for x in got))
+            self.assertEqual([bytes(x.tolist()) for x in got], self.lookup(t, names))
+
+    def test_set_values_replace_the_map(self):
+        for _ in range(20):
+            t = self.tracker([1, 2, 3, 4])
+            names = self.rng.sample(NAMES, self.rng.randrange(1, len(NAMES) + 1))
+            vals = [self.rng.randrange(1 << 64).to_bytes(8, "little") +
+                    (4 * self.rng.randrange(1 << 60)).to_bytes(8, "little") for _ in names]
+            self.C.set_values(t.value, [(n.decode(), v) for n, v in zip(names, vals)], self.fail)
+            self.assertEqual(self.lookup(t, names), vals)
+            s = ctypes.c_void_p()
+            n = ctypes.c_size_t()
+            self.lib.call("recap_tracker_get_states", t, ctypes.byref(s))
+            self.lib.call("recap_states_count", s, ctypes.byref(n))
+            self.lib.lib().recap_states_free(s)
+            self.assertEqual(n.value, len(names), "the map holds exactly what was set")
+
+    def test_failures_raise_recaps_errors(self):
+        t = self.tracker([1, 2, 3, 4])
+        with self.assertRaises(self.lib.RecapError) as e:
+            self.C.get_values(t.value, ["no-such-state"], self.fail)
+        self.assertEqual(e.exception.status, self.abi.RECAP_ERR_NOT_FOUND)
+        bad = (7).to_bytes(8, "little") + (6).to_bytes(8, "little")  # offset not a multiple of 4
+        with self.assertRaises(self.lib.RecapError):
+            self.C.set_values(t.value, [("x", bad)], self.fail)
+        with self.assertRaises(RuntimeError):
+            self.C.set_values(t.value, [("x", b"short")], self.fail)
+        self.assertEqual(len(self.lookup(t, NAMES)), len(NAMES), "refused sets changed nothing")
+
+
 if __name__ == "__main__":
     unittest.main()

@@ -209,6 +209,21 @@ def time_forks(mod, graph_safe, n=2000, reps=15):
 FORK_KIND = {}
 
 
+def time_states(mod, graph_safe, n=2000, reps=15):
+    """get_states() + set_states() of a tracker of Megatron's three states, from Python."""
+    seed_all(mod, graph_safe, 0, 0)
+    t = mod.get_cuda_rng_tracker()
+    for _ in range(200):
+        t.set_states(t.get_states())
+    samples = []
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        for _ in range(n):
+            t.set_states(t.get_states())
+        samples.append((time.perf_counter() - t0) / n * 1e6)
+    return statistics.median(samples)
+
+
 def replay_us(g, reps=2000, rounds=7, by_torch=False):
     """Median event-timed replay time (replay_plans.replay_us); by_torch: torch's own replay
     (recap.torch, once imported, replays the graphs it can account for itself)."""
@@ -246,6 +261,11 @@ def bench():
         mode = "graph-safe" if graph_safe else "value"
         print(f"| {mode} mode | {m:.2f} | {r:.2f} | {r / m:.2f} |")
     print(f"info  fork objects: {FORK_KIND}")
+    for graph_safe in (False, True):
+        m, r = time_states(meg, graph_safe), time_states(rec, graph_safe)
+        mode = "graph-safe" if graph_safe else "value"
+        print(f"| get_states+set_states, {mode} mode (Megatron's: dict copies, no generator "
+              f"work) | {m:.2f} | {r:.2f} | {r / m:.2f} |")
     print()
     print("| tracker states (graph draws from 1) | registered by hand, torch's replay us | "
           "recap, automatic us | ratio | registered by hand, recap's replay us |")

@@ -19,6 +19,8 @@ namespace recap_torch {
 void define_test_entries(py::module_ &m);
 // Fork, bind_tracker_calls (fork.cpp).
 void define_fork(py::module_ &m);
+// get_values, get_objects, set_values (tracker_states.cpp).
+void define_tracker_states(py::module_ &m);
 // Plan, replay_method and the capture hooks of recap's graph replay (graph_replay.cpp).
 void define_replay(py::module_ &m);
 } // namespace recap_torch
@@ -59,6 +61,7 @@ PYBIND11_MODULE(_C, m)
         },
         "the address of the at::CUDAGeneratorState a CUDA generator draws from now");
     define_replay(m);
+    define_tracker_states(m);
     define_fork(m);
     define_test_entries(m);
 }
