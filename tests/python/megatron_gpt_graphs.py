@@ -127,9 +127,9 @@ def main():
             fails.append(what)
 
     res = {}
-    # RECAP_GPT_CONTROLS=0 leaves out the dropout-0 controls (half the runs) when device time
+    # GPT_CONTROLS=0 leaves out the dropout-0 controls (half the runs) when device time
     # is short.
-    controls = os.environ.get("RECAP_GPT_CONTROLS", "1") != "0"
+    controls = os.environ.get("GPT_CONTROLS", "1") != "0"
     for module in ("megatron", "recap"):
         for dropout in ((0.1, 0.0) if controls else (0.1,)):
             for graphs in (False, True):
