@@ -191,12 +191,16 @@ class CudaRNGStatesTracker:
                 rtorch.register_tracker(self)
         return self._handle
 
-    def _fail(self, st: int, what: str) -> None:
-        """Raises recap's typed error for a failed call (recap._C's calls report them here)."""
-        err = _lib.error(st, what)
-        if self._gen is not None:
-            self._gen.raise_pending(err)
-        raise err
+    def _native_result(self, r):
+        """The result of a recap._C tracker-state call, (status, failed call, result); a failed
+        status raises recap's typed error, as _call does."""
+        st, what, value = r
+        if st != _abi.RECAP_OK:
+            err = _lib.error(st, what)
+            if self._gen is not None:
+                self._gen.raise_pending(err)
+            raise err
+        return value
 
     def _native_states(self):
         """recap._C when it reads and writes the whole map in one call, else None."""
@@ -242,7 +246,7 @@ class CudaRNGStatesTracker:
         if C is not None:  # one call for the whole map (recap/csrc/tracker_states.cpp)
             names = [n for n in self._names if n not in self._opaque]
             get = C.get_objects if self.use_cudagraphable_rng else C.get_values
-            got = dict(zip(names, get(self._handle.value, names, self._fail)))
+            got = dict(zip(names, self._native_result(get(self._handle.value, names))))
             return {n: self._opaque[n] if n in self._opaque else got[n] for n in self._names}
         if self.use_cudagraphable_rng:
             obj = ctypes.c_void_p()
@@ -296,7 +300,7 @@ class CudaRNGStatesTracker:
                 opaque[name] = v
         C = self._native_states() if values or self._handle is not None else None
         if C is not None:  # one call (recap/csrc/tracker_states.cpp)
-            C.set_values(self._tracker().value, list(values.items()), self._fail)
+            self._native_result(C.set_values(self._tracker().value, list(values.items())))
         elif values or self._handle is not None:
             s = ctypes.c_void_p()
             check(lib().recap_states_create(ctypes.byref(s)), "recap_states_create")

@@ -220,8 +220,12 @@ class TrackerStates(unittest.TestCase):
         NativeFork.setUp(self)
         self.assertTrue(self.rm._bind_state_calls(self.C))
 
-    def fail(self, st, what):
-        raise self.lib.error(st, what)
+    def ok(self, r):
+        """The result of a recap._C tracker-state call, raising recap's error for a failure."""
+        st, what, value = r
+        if st != self.abi.RECAP_OK:
+            raise self.lib.error(st, what)
+        return value
 
     def lookup(self, t, names):
         s = ctypes.c_void_p()
@@ -245,7 +249,7 @@ class TrackerStates(unittest.TestCase):
                 self.draw(t, self.rng.randrange(1, 100))
                 self.lib.call("recap_tracker_unfork", t, tok)
             names = self.rng.sample(NAMES, self.rng.randrange(1, len(NAMES) + 1))
-            got = self.C.get_values(t.value, [n.decode() for n in names], self.fail)
+            got = self.ok(self.C.get_values(t.value, [n.decode() for n in names]))
             self.assertTrue(all(x.dtype == torch.uint8 and x.shape == (16,) for x in got))
             self.assertEqual([bytes(x.tolist()) for x in got], self.lookup(t, names))
 
@@ -255,7 +259,7 @@ class TrackerStates(unittest.TestCase):
             names = self.rng.sample(NAMES, self.rng.randrange(1, len(NAMES) + 1))
             vals = [self.rng.randrange(1 << 64).to_bytes(8, "little") +
                     (4 * self.rng.randrange(1 << 60)).to_bytes(8, "little") for _ in names]
-            self.C.set_values(t.value, [(n.decode(), v) for n, v in zip(names, vals)], self.fail)
+            self.ok(self.C.set_values(t.value, [(n.decode(), v) for n, v in zip(names, vals)]))
             self.assertEqual(self.lookup(t, names), vals)
             s = ctypes.c_void_p()
             n = ctypes.c_size_t()
@@ -266,14 +270,14 @@ class TrackerStates(unittest.TestCase):
 
     def test_failures_raise_recaps_errors(self):
         t = self.tracker([1, 2, 3, 4])
-        with self.assertRaises(self.lib.RecapError) as e:
-            self.C.get_values(t.value, ["no-such-state"], self.fail)
-        self.assertEqual(e.exception.status, self.abi.RECAP_ERR_NOT_FOUND)
+        st, what, value = self.C.get_values(t.value, ["x", "no-such-state"])
+        self.assertEqual((st, what, value),
+                         (self.abi.RECAP_ERR_NOT_FOUND, "recap_states_lookup", None))
         bad = (7).to_bytes(8, "little") + (6).to_bytes(8, "little")  # offset not a multiple of 4
-        with self.assertRaises(self.lib.RecapError):
-            self.C.set_values(t.value, [("x", bad)], self.fail)
-        with self.assertRaises(RuntimeError):
-            self.C.set_values(t.value, [("x", b"short")], self.fail)
+        self.assertEqual(self.C.set_values(t.value, [("x", bad)])[:2],
+                         (self.abi.RECAP_ERR_MISALIGNED, "recap_states_put"))
+        self.assertEqual(self.C.set_values(t.value, [("x", b"short")])[0],
+                         self.abi.RECAP_ERR_INVALID_ARG)
         self.assertEqual(len(self.lookup(t, NAMES)), len(NAMES), "refused sets changed nothing")
 
 

@@ -3,10 +3,10 @@
 // read or written by librecap in one go, the values made into torch tensors (value mode) or the
 // state objects handed out as the torch.Generators they are (graph-safe mode) here, where the
 // ctypes path made a foreign call per name and a Python bytes object per value. Checkpoints take
-// and restore the tracker's states through these too. Semantics are the Python path's; a failed
-// recap call goes to `fail`, which raises recap's typed error as the ctypes path does.
+// and restore the tracker's states through these too. Semantics are the Python path's. Each
+// returns (status, failed call, result): no exception crosses this code; the caller raises
+// recap's typed error for a failed status, as the ctypes path does.
 #include <cstring>
-#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -37,16 +37,9 @@ template <typename F>
 void bind(const py::dict &addr, const char *name, F *fn)
 {
     uintptr_t a = addr[name].cast<uintptr_t>();
-    TORCH_CHECK(a != 0, "recap._C.bind_state_calls: no address for ", name);
+    if (a == 0)
+        throw py::value_error(std::string("recap._C.bind_state_calls: no address for ") + name);
     *fn = reinterpret_cast<F>(a);
-}
-
-void check(recap_status_t st, const char *what, const py::object &fail)
-{
-    if (st == RECAP_OK)
-        return;
-    fail(static_cast<int>(st), what); // raises recap's typed error
-    throw std::runtime_error(std::string(what) + " failed"); // (a fail that returned)
 }
 
 // A states object freed on every way out.
@@ -59,59 +52,81 @@ struct Owned {
     }
 };
 
-void require_bound()
+py::tuple result(recap_status_t st, const char *what, py::object value)
 {
-    TORCH_CHECK(calls.free != nullptr, "recap._C: bind_state_calls was not called");
+    return py::make_tuple(static_cast<int>(st), what, std::move(value));
 }
 
-// Value mode: name -> uint8[16] CPU tensor, for `names` in order.
-py::list get_values(uintptr_t tracker, const std::vector<std::string> &names, py::object fail)
+py::tuple unbound()
 {
-    require_bound();
+    return result(RECAP_ERR_STATE, "recap._C: bind_state_calls was not called", py::none());
+}
+
+// Value mode: uint8[16] CPU tensors of `names`, in order.
+py::tuple get_values(uintptr_t tracker, const std::vector<std::string> &names)
+{
+    if (calls.free == nullptr)
+        return unbound();
     Owned states;
-    check(calls.get_states(reinterpret_cast<recap_tracker_h>(tracker), &states.s),
-          "recap_tracker_get_states", fail);
-    py::list out;
+    recap_status_t st = calls.get_states(reinterpret_cast<recap_tracker_h>(tracker), &states.s);
+    if (st != RECAP_OK)
+        return result(st, "recap_tracker_get_states", py::none());
+    std::vector<at::Tensor> values;
+    values.reserve(names.size());
     for (const auto &n : names) {
-        at::Tensor t = at::empty({RECAP_STATE_BYTES}, at::TensorOptions().dtype(at::kByte));
-        check(calls.lookup(states.s, n.c_str(), t.data_ptr<uint8_t>()), "recap_states_lookup",
-              fail);
-        out.append(py::reinterpret_steal<py::object>(THPVariable_Wrap(std::move(t))));
+        values.push_back(at::empty({RECAP_STATE_BYTES}, at::TensorOptions().dtype(at::kByte)));
+        st = calls.lookup(states.s, n.c_str(), values.back().data_ptr<uint8_t>());
+        if (st != RECAP_OK)
+            return result(st, "recap_states_lookup", py::none());
     }
-    return out;
+    py::list out;
+    for (auto &t : values)
+        out.append(py::reinterpret_steal<py::object>(THPVariable_Wrap(std::move(t))));
+    return result(RECAP_OK, "", std::move(out));
 }
 
 // Graph-safe mode: the state objects, as the torch.Generators they are (torch keeps one Python
 // object per generator, so the same state gives the same object each time).
-py::list get_objects(uintptr_t tracker, const std::vector<std::string> &names, py::object fail)
+py::tuple get_objects(uintptr_t tracker, const std::vector<std::string> &names)
 {
-    require_bound();
+    if (calls.free == nullptr)
+        return unbound();
     py::list out;
     for (const auto &n : names) {
         void *obj = nullptr;
-        check(calls.state_object(reinterpret_cast<recap_tracker_h>(tracker), n.c_str(), &obj),
-              "recap_tracker_state_object", fail);
+        recap_status_t st =
+            calls.state_object(reinterpret_cast<recap_tracker_h>(tracker), n.c_str(), &obj);
+        if (st != RECAP_OK)
+            return result(st, "recap_tracker_state_object", py::none());
         out.append(py::reinterpret_steal<py::object>(THPGenerator_Wrap(state_generator(obj))));
     }
-    return out;
+    return result(RECAP_OK, "", std::move(out));
 }
 
 // (name, 16 bytes) pairs in order, as the tracker's whole map.
-void set_values(uintptr_t tracker, const std::vector<std::pair<std::string, py::bytes>> &items,
-                py::object fail)
+py::tuple set_values(uintptr_t tracker, const std::vector<std::pair<std::string, py::bytes>> &items)
 {
-    require_bound();
-    Owned states;
-    check(calls.create(&states.s), "recap_states_create", fail);
+    if (calls.free == nullptr)
+        return unbound();
+    std::vector<std::pair<std::string, std::string>> pairs;
     for (const auto &it : items) {
-        std::string b = it.second;
-        TORCH_CHECK(b.size() == RECAP_STATE_BYTES, "recap._C.set_values: a state is ",
-                    RECAP_STATE_BYTES, " bytes, not ", b.size());
-        check(calls.put(states.s, it.first.c_str(), reinterpret_cast<const uint8_t *>(b.data())),
-              "recap_states_put", fail);
+        pairs.emplace_back(it.first, std::string(it.second));
+        if (pairs.back().second.size() != RECAP_STATE_BYTES)
+            return result(RECAP_ERR_INVALID_ARG, "recap._C.set_values: a state is not 16 bytes",
+                          py::none());
     }
-    check(calls.set_states(reinterpret_cast<recap_tracker_h>(tracker), states.s),
-          "recap_tracker_set_states", fail);
+    Owned states;
+    recap_status_t st = calls.create(&states.s);
+    if (st != RECAP_OK)
+        return result(st, "recap_states_create", py::none());
+    for (const auto &p : pairs) {
+        st = calls.put(states.s, p.first.c_str(),
+                       reinterpret_cast<const uint8_t *>(p.second.data()));
+        if (st != RECAP_OK)
+            return result(st, "recap_states_put", py::none());
+    }
+    st = calls.set_states(reinterpret_cast<recap_tracker_h>(tracker), states.s);
+    return result(st, st == RECAP_OK ? "" : "recap_tracker_set_states", py::none());
 }
 
 } // namespace
@@ -133,12 +148,13 @@ void define_tracker_states(py::module_ &m)
         },
         "the addresses of librecap's tracker-state calls (the library recap._lib loaded), by "
         "name");
-    m.def("get_values", &get_values, py::arg("tracker"), py::arg("names"), py::arg("fail"),
-          "a value-mode tracker's states of `names`, as uint8[16] tensors");
-    m.def("get_objects", &get_objects, py::arg("tracker"), py::arg("names"), py::arg("fail"),
-          "a graph-safe tracker's state objects of `names`, as torch.Generators");
-    m.def("set_values", &set_values, py::arg("tracker"), py::arg("items"), py::arg("fail"),
-          "replaces the tracker's map with these (name, 16 bytes) pairs");
+    m.def("get_values", &get_values, py::arg("tracker"), py::arg("names"),
+          "(status, failed call, uint8[16] tensors): a value-mode tracker's states of `names`");
+    m.def("get_objects", &get_objects, py::arg("tracker"), py::arg("names"),
+          "(status, failed call, torch.Generators): a graph-safe tracker's state objects");
+    m.def("set_values", &set_values, py::arg("tracker"), py::arg("items"),
+          "(status, failed call, None): replaces the tracker's map with these (name, 16 bytes) "
+          "pairs");
 }
 
 } // namespace recap_torch
