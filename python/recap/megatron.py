@@ -978,7 +978,9 @@ def install() -> None:
 def _wrap_create_cudagraphs(module=None) -> None:
     """Megatron's local CUDA-graph path warms up and captures every recorded layer in
     create_cudagraphs(): inside recap.torch.exact_capture the generators come out of it where the
-    eager first step left them, so graphed steps draw what eager steps would."""
+    eager first step left them, so graphed steps draw what eager steps would. Then each layer's
+    graphs replay once against the layer run eagerly from the same states (recap/
+    _verify_megatron.py; RECAP_VERIFY_GRAPHS: raise, the default, warn, or 0)."""
     if module is None:
         try:
             import megatron.core.transformer.cuda_graphs as module
@@ -990,8 +992,16 @@ def _wrap_create_cudagraphs(module=None) -> None:
         return
 
     def create_cudagraphs(cls, _orig=orig.__func__):
-        with rtorch.exact_capture():
-            return _orig(cls)
+        from . import _verify, _verify_megatron
+        how = _verify.mode(None)
+        record = list(getattr(cls, "cudagraph_record", ()) or ()) if how != "off" else []
+        sdpa = _verify.SdpaRecorder() if record else contextlib.nullcontext()
+        with sdpa, rtorch.exact_capture():
+            out = _orig(cls)
+        if record:
+            with rtorch.exact_capture():  # (each phase restores its own; this one, the whole)
+                _verify_megatron.check_records(record, how, sdpa)
+        return out
     create_cudagraphs._recap_exact = True
     rec.create_cudagraphs = classmethod(create_cudagraphs)
 

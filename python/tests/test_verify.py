@@ -289,7 +289,7 @@ class Phases(unittest.TestCase):
                 if old is not None:
                     os.environ["RECAP_REPORT"] = old
 
-    def test_what_two_eager_runs_give_differently_is_not_compared(self):
+    def test_what_two_eager_runs_give_differently_is_held_to_their_spread(self):
         runs = {"n": 0}
         x = torch.randn(32)
 
@@ -305,13 +305,28 @@ class Phases(unittest.TestCase):
         ver = self.v.Verifier("test")
         ver.eager(step)
         ver.capture(lambda: None)
-        ver.replay(lambda: [("stable", x * 3), ("unstable", x)])
+        ver.replay(lambda: [("stable", x * 3), ("unstable", x + runs["n"])])  # within spread
         err = ver.report()
         self.assertIsNotNone(err)
         self.assertEqual(len(err.differences), 1)
         self.assertIn("stable ([32] float32)", err.differences[0])
-        self.assertIn("not compared: 1 tensors that two eager runs already give differently",
-                      str(err))
+        self.assertIn("held to the eager runs' spread, not bit equality: 1 tensors that two "
+                      "eager runs already give differently", str(err))
+        # a replay further from the eager step than twice the two runs' spread is caught (a
+        # host counter read at capture: eager runs 1 and 2, the capture long after)
+        for far, caught in ((2.0, False), (2.5, True), (40.0, True), (float("nan"), True)):
+            runs["n"] = 0
+            ver = self.v.Verifier("test")
+            ver.eager(step)
+            ver.capture(lambda: None)
+            ver.replay(lambda: [("stable", x * 2), ("unstable", x + 1 + far)])
+            err = ver.report()
+            self.assertEqual(err is not None, caught, far)
+            if caught:
+                self.assertEqual(len(err.differences), 1)
+                self.assertIn("unstable ([32] float32): differs from the eager step by up to",
+                              err.differences[0])
+                self.assertIn("while two eager runs differ by up to 1", err.differences[0])
 
     def test_torch_s_cpu_generator_is_put_back(self):
         ver = self.v.Verifier("test")

@@ -12,7 +12,8 @@ step run eagerly (recap.torch.make_graphed_callables and recap.torch.verified_gr
    mask and dropout, as BERT's sdpa attention does, and other configurations; the first one
    whose backends differ is the case). Pinned as the message says, the same model verifies,
    and 10 graphed training steps equal 10 eager ones bit for bit.
-3. It fails on a graph whose forward reads a host value at capture (verified_graph).
+3. It fails on a graph whose forward reads a host value at capture (verified_graph): a flag,
+   and a per-call counter (whose eager runs already differ).
 4. (``unmodified``) the same through torch's own make_graphed_callables in a script that does not
    import recap, under recap-run and recap-probe --run: the report counts the mismatch.
 Exit status 0 when every check holds.
@@ -222,19 +223,25 @@ def main():
     for line in (r.stdout + r.stderr).splitlines():
         print(f"info  {line}")
 
-    # 3. a host value read at capture
+    # 3. a host value read at capture: a flag (the same in both eager runs, another under
+    # capture, as code that branches on torch.cuda.is_current_stream_capturing() reads it) and a
+    # per-call counter (eager runs 1 and 2 differ already: held to their spread, and caught)
     calls = {"n": 0}
     x = torch.randn(1024, device="cuda")
 
-    def reads_host(t):
+    def reads_flag(t):
+        return t * (2.0 if torch.cuda.is_current_stream_capturing() else 1.0)
+
+    def reads_counter(t):
         calls["n"] += 1
         return t * float(calls["n"])
-    try:
-        rt.verified_graph(reads_host, x)
-        check(False, "a forward that reads a host value at capture: not caught")
-    except rt.GraphMismatch as e:
-        check(bool(e.differences) and not e.sdpa, "a forward that reads a host value at capture "
-              f"fails the check, naming the output ({e.differences[0]})")
+    for what, fn in (("a host flag", reads_flag), ("a host counter", reads_counter)):
+        try:
+            rt.verified_graph(fn, x)
+            check(False, f"a forward that reads {what} at capture: not caught")
+        except rt.GraphMismatch as e:
+            check(bool(e.differences) and not e.sdpa, f"a forward that reads {what} at capture "
+                  f"fails the check, naming the output ({e.differences[0]})")
     g, out = rt.verified_graph(lambda t: F.dropout(t, 0.5) * 2, x)
     g.replay()
     check(out.shape == x.shape, "verified_graph of a dropout: verified, and replays")

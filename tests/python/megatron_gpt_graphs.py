@@ -15,7 +15,9 @@ MODULE is "recap" (recap.megatron.install(): create_cudagraphs inside the exact-
 "megatron" (Megatron's own tensor_parallel.random). Each run is a process of its own (Megatron's
 graph records, memory pool and tracker are process-wide). Checks: with recap, graphed losses =
 eager losses bit for bit at dropout 0.1; with Megatron's module they differ from step 2 (the
-anchor); at dropout 0 (the control) graphed = eager with either module.
+anchor); at dropout 0 (the control) graphed = eager with either module. recap's check at capture
+(on by default) verifies both layers' graphs in every recap graphed run, and fails the run whose
+second layer reads a host flag under capture (GPT_HOST_FLAG=1), naming that layer.
 """
 import json
 import os
@@ -51,6 +53,12 @@ def one_run(module, graphs, dropout):
     model = GPTModel(config, get_gpt_layer_local_spec(), vocab_size=VOCAB,
                      max_sequence_length=SEQ).cuda()
     model.train()
+    if os.environ.get("GPT_HOST_FLAG") == "1":  # the negative control: layer 2 reads a host
+        # flag (another branch under capture), as code testing is_current_stream_capturing()
+        def host_flag(mod, args, out):
+            s = 2.0 if torch.cuda.is_current_stream_capturing() else 1.0
+            return (out[0] * s,) + tuple(out[1:]) if isinstance(out, tuple) else out * s
+        model.decoder.layers[1].register_forward_hook(host_flag)
     params = [p for p in model.parameters() if p.requires_grad]
     for p in params:
         p.main_grad = torch.zeros_like(p)
@@ -76,7 +84,17 @@ def one_run(module, graphs, dropout):
                     p.main_grad.add_(p.grad)
                     p.grad = None
         if step == 0 and graphs:
-            cuda_graphs.create_cudagraphs()  # what Megatron's schedules call after a step
+            try:
+                cuda_graphs.create_cudagraphs()  # what Megatron's schedules call after a step
+            except Exception as e:  # noqa: BLE001 - recap's check at capture, reported
+                if type(e).__name__ != "GraphMismatch":
+                    raise
+                print("MISMATCH " + json.dumps(str(e)))
+                torch.distributed.destroy_process_group()
+                return
+            if module == "recap":
+                from recap import _verify_megatron
+                print("VERIFY " + json.dumps(_verify_megatron.stats))
         with torch.no_grad():
             for p in params:
                 p.add_(p.main_grad, alpha=-0.05)
@@ -96,6 +114,8 @@ def one_run(module, graphs, dropout):
 
 PLANS = {}
 STEP_US = {}
+VERIFY = {}
+MISMATCH = {}
 
 
 def run(module, graphs, dropout, extra_env=None):
@@ -107,6 +127,11 @@ def run(module, graphs, dropout, extra_env=None):
             PLANS[module, dropout, graphs] = json.loads(line[6:])
         if line.startswith("STEPUS "):
             STEP_US[module, dropout, graphs] = float(line[7:])
+        if line.startswith("VERIFY "):
+            VERIFY[module, dropout, graphs] = json.loads(line[7:])
+        if line.startswith("MISMATCH "):
+            MISMATCH[module, dropout, graphs] = json.loads(line[9:])
+            return None
     for line in p.stdout.splitlines():
         if line.startswith("LOSSES "):
             return [float.fromhex(x) for x in json.loads(line[7:])]
@@ -158,6 +183,19 @@ def main():
               f"{t['megatron', 0.1, True]:.1f} us with Megatron's module "
               f"({t['recap', 0.1, True] / t['megatron', 0.1, True]:.2f}); eager "
               f"{t['recap', 0.1, False]:.1f} vs {t['megatron', 0.1, False]:.1f} us")
+    # recap's check at capture (on by default): every layer's graphs against the layer eager
+    for dropout in ((0.1, 0.0) if controls else (0.1,)):
+        got = VERIFY.get(("recap", dropout, True))
+        check(got == {"verified": 2, "skipped": 0, "mismatches": 0},
+              f"check at capture, dropout {dropout}: both layers' forward and backward graphs "
+              f"replayed once = the layers run eagerly, bit for bit ({got})")
+    run("recap", True, 0.1, {"GPT_HOST_FLAG": "1"})
+    msg = MISMATCH.get(("recap", 0.1, True), "")
+    check("layer 1 (TransformerLayer 2)" in msg and "output 0" in msg,
+          "check at capture: a layer that reads a host flag under capture fails "
+          "create_cudagraphs, naming the layer and its output")
+    if msg:
+        print("info  the message: " + msg.splitlines()[0] + " / " + msg.splitlines()[1].strip())
     plans = PLANS.get(("recap", 0.1, True))
     if plans is not None:
         print(f"info  graphed run with recap.megatron: {plans['plans']} graph(s) replayed by "
