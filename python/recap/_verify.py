@@ -101,6 +101,12 @@ def _largest(d: torch.Tensor) -> float:
     return float(d.max())
 
 
+def _abs_diff(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """|a - b| elementwise in float64 (complex128 for complex), on a's device."""
+    wide = torch.complex128 if a.is_complex() else torch.float64
+    return (a.detach().to(wide) - b.detach().to(a.device, wide)).abs()
+
+
 def _describe(t: torch.Tensor) -> str:
     return f"{list(t.shape)} {str(t.dtype).replace('torch.', '')}"
 
@@ -137,8 +143,7 @@ def differing(eager: Sequence[Tuple[str, Optional[torch.Tensor]]],
             continue
         detail = ""
         if a.is_floating_point() or a.is_complex():
-            wide = torch.complex128 if a.is_complex() else torch.float64
-            d = (a.detach().to(wide) - b.detach().to(a.device, wide)).abs()
+            d = _abs_diff(a, b)
             d = d[torch.isfinite(d)]
             if d.numel():
                 detail = f", largest difference {float(d.max()):.3g}"
@@ -345,10 +350,7 @@ class Verifier:
             if name not in self.unstable or again is None or a is None or b is None or \
                     a.shape != b.shape or not (a.is_floating_point() or a.is_complex()):
                 continue
-            wide = torch.complex128 if a.is_complex() else torch.float64
-            ref = a.detach().to(wide)
-            spread = _largest((again.detach().to(a.device, wide) - ref).abs())
-            dev = _largest((b.detach().to(a.device, wide) - ref).abs())
+            spread, dev = _largest(_abs_diff(a, again)), _largest(_abs_diff(a, b))
             if dev > 2 * spread:
                 out.append(f"{name} ({_describe(a)}): differs from the eager step by up to "
                            f"{dev:.3g}, while two eager runs differ by up to {spread:.3g}")

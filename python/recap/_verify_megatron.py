@@ -27,7 +27,8 @@ guess). Cost: two eager steps and one replay per layer, at creation; nothing per
 from __future__ import annotations
 
 import contextlib
-from typing import Dict, List, Optional, Sequence, Tuple
+import warnings
+from typing import Dict, List, Optional, Sequence
 
 import torch
 
@@ -85,9 +86,8 @@ def _tree_map(fn, tree):
 class _Layer:
     """One runner's check: its eager step and its replay, each giving the named tensors."""
 
-    def __init__(self, r, index: int) -> None:
+    def __init__(self, r) -> None:
         self.r = r
-        self.index = index
         self.train = bool(getattr(r, "grad_enabled", False)) and \
             getattr(r, "bwd_graph", None) is not None and \
             hasattr(r, "static_grad_outputs") and hasattr(r, "static_grad_inputs")
@@ -207,7 +207,7 @@ def check_records(record: Sequence[tuple], how: str, sdpa: _verify.SdpaRecorder)
             _lib.log_once("info", f"recap: create_cudagraphs: the check at capture skips a "
                           f"layer: {why}")
             continue
-        layer = _Layer(r, i)
+        layer = _Layer(r)
         what = (f"Megatron create_cudagraphs, layer {i} "
                 f"({type(r.base_module).__name__} {getattr(r.base_module, 'layer_number', '')})"
                 .replace(" )", ")"))
@@ -228,5 +228,4 @@ def check_records(record: Sequence[tuple], how: str, sdpa: _verify.SdpaRecorder)
         _verify.report_line(err)
         if how == "raise":
             raise err
-        import warnings
         warnings.warn(str(err), _verify.GraphMismatchWarning, stacklevel=4)
