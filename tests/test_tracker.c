@@ -5,6 +5,8 @@
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include "testutil.h"
 
@@ -334,6 +336,85 @@ START_TEST(fork_of_unknown_name_is_not_found)
     ck_assert_ok(recap_tracker_current_name(t, &name));
     ck_assert_str_eq(name, RECAP_RNG_DEFAULT);
     ck_assert_status(recap_tracker_unfork(t, tok), RECAP_ERR_STATE);
+    recap_tracker_destroy(t);
+}
+END_TEST
+
+/* A fork finds exactly the names added, whatever their lengths: names that are prefixes and
+ * extensions of one another, one byte changed anywhere, and the caller's string ending right
+ * before an unmapped page (the lookup compares words: it must neither misjudge a length nor read
+ * past what it may). Random names, lengths 1..RECAP_NAME_MAX. */
+#define NNAMES 12
+START_TEST(fork_finds_exactly_the_names_added_at_any_length)
+{
+    recap_tracker_h t = new_tracker(mode_flags(_i));
+    char names[NNAMES][RECAP_NAME_MAX + 1], q[RECAP_NAME_MAX + 2], base[RECAP_NAME_MAX + 1];
+    long page = sysconf(_SC_PAGESIZE);
+    char *buf = mmap(NULL, 2 * (size_t)page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+                     -1, 0);
+    size_t k, n, len;
+    int r, j;
+
+    ck_assert_ptr_ne(buf, MAP_FAILED);
+    ck_assert_int_eq(mprotect(buf + page, (size_t)page, PROT_NONE), 0);
+    tu_rand_init();
+    for (k = 0; k < RECAP_NAME_MAX; k++)
+        base[k] = (char)('a' + tu_rand_below(3));
+    base[RECAP_NAME_MAX] = '\0';
+    /* Prefixes of one random string (the hard case: they differ only in length), distinct. */
+    for (n = 0; n < NNAMES;) {
+        len = 1 + (size_t)tu_rand_below(RECAP_NAME_MAX);
+        for (k = 0; k < n && strlen(names[k]) != len; k++)
+            ;
+        if (k < n)
+            continue;
+        memcpy(names[n], base, len);
+        names[n][len] = '\0';
+        ck_assert_ok(recap_tracker_add(t, names[n], 1000 + n));
+        n++;
+    }
+    for (r = 0; r < 4000; r++) {
+        const char *cur;
+        recap_fork_token_t tok;
+        char *at;
+        int want = -1;
+
+        strcpy(q, names[tu_rand_below(NNAMES)]);
+        len = strlen(q);
+        switch (tu_rand_below(4)) {
+        case 0: /* as added */
+            break;
+        case 1: /* shorter, often a prefix nobody added */
+            q[tu_rand_below(len)] = '\0';
+            break;
+        case 2: /* longer by one byte */
+            if (len < RECAP_NAME_MAX) {
+                q[len] = (char)('a' + tu_rand_below(3));
+                q[len + 1] = '\0';
+            }
+            break;
+        default: /* one byte changed */
+            q[tu_rand_below(len)] = (char)('a' + tu_rand_below(4));
+        }
+        len = strlen(q);
+        if (len == 0)
+            continue;
+        for (j = 0; j < NNAMES; j++)
+            if (strcmp(q, names[j]) == 0)
+                want = j;
+        /* At the very end of the mapped page half the time, else anywhere in it. */
+        at = tu_rand_below(2) ? buf + page - (len + 1) : buf + tu_rand_below((size_t)page - len);
+        memcpy(at, q, len + 1);
+        if (want < 0) {
+            ck_assert_status(recap_tracker_fork(t, at, &tok), RECAP_ERR_NOT_FOUND);
+            continue;
+        }
+        ck_assert_ok(recap_tracker_fork(t, at, &tok));
+        ck_assert_ok(recap_tracker_current_name(t, &cur));
+        ck_assert_str_eq(cur, names[want]);
+        ck_assert_ok(recap_tracker_unfork(t, tok));
+    }
+    ck_assert_int_eq(munmap(buf, 2 * (size_t)page), 0);
     recap_tracker_destroy(t);
 }
 END_TEST
@@ -988,6 +1069,7 @@ int main(void)
     tcase_add_loop_test(tc, nested_forks_draw_like_sequential_forks, 0, 2);
     tcase_add_loop_test(tc, inner_fork_of_the_same_name_continues_it, 0, 2);
     tcase_add_loop_test(tc, fork_of_unknown_name_is_not_found, 0, 2);
+    tcase_add_loop_test(tc, fork_finds_exactly_the_names_added_at_any_length, 0, 2);
     tcase_add_loop_test(tc, unfork_of_a_non_innermost_token_is_rejected, 0, 2);
     tcase_add_test(tc, unfork_without_a_fork_is_rejected);
     tcase_add_test(tc, token_of_another_tracker_is_rejected);

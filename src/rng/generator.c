@@ -223,21 +223,62 @@ recap_status_t recap__generator_set_value(recap_generator_h gen, uint64_t seed, 
     return st;
 }
 
-recap_status_t recap__generator_exchange_value(recap_generator_h gen, uint64_t *seed,
-                                               uint64_t *offset)
+/* Under the generator's lock: takes the generator for tracker `claim` (NULL: nothing to take).
+ * Plain loads and stores: every claim is made under this lock, and the holder gives it back with
+ * one store (tracker/fork.c), so a claim sees either the holder or NULL. */
+static int take(recap_generator_h gen, struct recap_tracker *claim, struct recap_tracker **holder_p)
 {
+    struct recap_tracker *holder;
+
+    if (claim == NULL)
+        return 1;
+    holder = __atomic_load_n(&gen->forker, __ATOMIC_RELAXED);
+    if (holder != NULL && holder != claim) {
+        *holder_p = holder;
+        return 0;
+    }
+    __atomic_store_n(&gen->forker, claim, __ATOMIC_RELAXED);
+    return 1;
+}
+
+static void untake(recap_generator_h gen, struct recap_tracker *claim)
+{
+    if (claim != NULL)
+        __atomic_store_n(&gen->forker, NULL, __ATOMIC_RELAXED);
+}
+
+recap_status_t recap__generator_exchange_value(recap_generator_h gen, struct recap_tracker *claim,
+                                               uint64_t *seed, uint64_t *offset,
+                                               struct recap_tracker **holder_p)
+{
+    recap__genstate_t *gs;
     recap_status_t st;
     uint64_t s, o;
 
     recap__lock(&gen->lock);
+    if (!take(gen, claim, holder_p)) {
+        recap__unlock(&gen->lock);
+        return RECAP_ERR_STATE;
+    }
+    gs = gen->state;
     if (gen->fw != NULL) {
         st = recap__fw_get(gen, &s, &o);
         if (st == RECAP_OK)
             st = recap__fw_set(gen, *seed, *offset);
+    } else if (!in_capture(gs)) {
+        /* recap's own state outside captures, what a training step's forks find: the value
+         * itself, nothing capture-relative to look up */
+        s = load64(&gs->seed);
+        o = load64(&gs->offset);
+        store64(&gs->seed, *seed);
+        store64(&gs->offset, *offset);
+        st = RECAP_OK;
     } else {
-        get_value(gen->state, &s, &o);
-        st = set_value(gen->state, *seed, *offset);
+        get_value(gs, &s, &o);
+        st = set_value(gs, *seed, *offset);
     }
+    if (st != RECAP_OK)
+        untake(gen, claim);
     recap__unlock(&gen->lock);
     if (st == RECAP_OK) {
         *seed = s;
@@ -246,19 +287,26 @@ recap_status_t recap__generator_exchange_value(recap_generator_h gen, uint64_t *
     return st;
 }
 
-recap_status_t recap__generator_install_genstate(recap_generator_h gen, recap__genstate_t *s,
-                                                 recap__genstate_t **old_p)
+recap_status_t recap__generator_install_genstate(recap_generator_h gen, struct recap_tracker *claim,
+                                                 recap__genstate_t *s, recap__genstate_t **old_p,
+                                                 struct recap_tracker **holder_p)
 {
     recap__genstate_t *old;
     recap_status_t st = RECAP_OK;
 
     recap__lock(&gen->lock);
+    if (!take(gen, claim, holder_p)) {
+        recap__unlock(&gen->lock);
+        return RECAP_ERR_STATE;
+    }
     if (gen->fw != NULL) {
         st = recap__fw_exchange(gen, s, &old);
     } else {
         old = gen->state;
         gen->state = s;
     }
+    if (st != RECAP_OK)
+        untake(gen, claim);
     recap__unlock(&gen->lock);
     if (st == RECAP_OK)
         *old_p = old;

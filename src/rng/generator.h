@@ -56,7 +56,8 @@ typedef struct recap__genstate {
  * trackers driving the generator, so it is not destroyed under them. `forker` is the tracker
  * with forks open on it (NULL: none), set by its outermost fork and cleared by the matching
  * unfork (tracker/fork.c): a fork saves the generator's state and the unfork puts it back, so
- * another tracker's forks in between would swap their states. */
+ * another tracker's forks in between would swap their states. The claim is made under `lock`
+ * (exchange_value, install_genstate); the holder gives it back with one atomic store. */
 struct recap_generator {
     uint32_t magic; /* RECAP_MAGIC_GENERATOR while live (base/handle.h) */
     int device;
@@ -87,17 +88,22 @@ recap_status_t recap__genstate_set_value(recap__genstate_t *gs, uint64_t seed, u
 recap_status_t recap__generator_get_value(recap_generator_h gen, uint64_t *seed, uint64_t *offset);
 recap_status_t recap__generator_set_value(recap_generator_h gen, uint64_t seed, uint64_t offset);
 /* Installs (*seed, *offset) and returns the previous value in them, under one lock acquisition:
- * a tracker fork/unfork is exactly this, on every layer of a training step. On failure nothing
- * changed. */
-recap_status_t recap__generator_exchange_value(recap_generator_h gen, uint64_t *seed,
-                                               uint64_t *offset);
+ * a tracker fork/unfork is exactly this, on every layer of a training step. `claim` (a tracker's
+ * outermost fork, else NULL) first takes the generator for that tracker (`forker`) in the same
+ * lock section: RECAP_ERR_STATE, no message set and *holder_p = the tracker holding it, when
+ * another one does. On failure nothing changed (the claim neither). */
+recap_status_t recap__generator_exchange_value(recap_generator_h gen, struct recap_tracker *claim,
+                                               uint64_t *seed, uint64_t *offset,
+                                               struct recap_tracker **holder_p);
 
 /* Graph-safe access. install takes over the caller's reference to `s` and hands back the state
  * installed before it (*old_p, whose reference moves to the caller); on failure the caller keeps
  * its reference and nothing changed. For a framework generator the state "installed before" is
- * what the framework reports as current, which may be an object recap did not install. */
-recap_status_t recap__generator_install_genstate(recap_generator_h gen, recap__genstate_t *s,
-                                                 recap__genstate_t **old_p);
+ * what the framework reports as current, which may be an object recap did not install. `claim`
+ * and *holder_p as for exchange_value. */
+recap_status_t recap__generator_install_genstate(recap_generator_h gen, struct recap_tracker *claim,
+                                                 recap__genstate_t *s, recap__genstate_t **old_p,
+                                                 struct recap_tracker **holder_p);
 
 /* Validates a 16-byte state and decodes it. */
 recap_status_t recap__state_decode(const uint8_t state[RECAP_STATE_BYTES], uint64_t *seed,

@@ -24,9 +24,17 @@ static recap_status_t grow_frames(recap_tracker_h t)
     return RECAP_OK;
 }
 
+/* The outermost fork of a tracker claims its generator (in the generator's lock section of the
+ * exchange): refused while another tracker has forks open on it. */
+static struct recap_tracker *claim_of(recap_tracker_h t)
+{
+    return t->depth == 0 ? t : NULL;
+}
+
 /* The outer state's progress goes to its slot (a named outer) or to the frame (the default).
- * On failure (a framework's operation) nothing changed. */
-static recap_status_t fork_value(recap_tracker_h t, recap__frame_t *f, int i)
+ * On failure (a framework's operation, the claim) nothing changed. */
+static recap_status_t fork_value(recap_tracker_h t, recap__frame_t *f, int i,
+                                 struct recap_tracker **holder_p)
 {
     uint64_t seed = t->slots[i]->e.seed, offset = t->slots[i]->e.offset;
     recap_status_t st;
@@ -40,7 +48,7 @@ static recap_status_t fork_value(recap_tracker_h t, recap__frame_t *f, int i)
         }
         return st;
     }
-    st = recap__generator_exchange_value(t->gen, &seed, &offset);
+    st = recap__generator_exchange_value(t->gen, claim_of(t), &seed, &offset, holder_p);
     if (st != RECAP_OK)
         return st;
     if (t->current >= 0) {
@@ -82,10 +90,12 @@ static void keep_object(recap__slot_t *s, recap__genstate_t *obj)
 
 /* The frame keeps the outer object with the generator's reference to it, so the unfork can
  * hand it back without reference counting. */
-static recap_status_t fork_object(recap_tracker_h t, recap__frame_t *f, int i)
+static recap_status_t fork_object(recap_tracker_h t, recap__frame_t *f, int i,
+                                  struct recap_tracker **holder_p)
 {
     recap__genstate_t *old;
-    recap_status_t st = recap__generator_install_genstate(t->gen, lend(t->slots[i]), &old);
+    recap_status_t st = recap__generator_install_genstate(t->gen, claim_of(t), lend(t->slots[i]),
+                                                          &old, holder_p);
 
     if (st != RECAP_OK) {
         unlend(t->slots[i]);
@@ -100,22 +110,15 @@ static recap_status_t fork_object(recap_tracker_h t, recap__frame_t *f, int i)
     return RECAP_OK;
 }
 
-/* The outermost fork of a tracker claims its generator; RECAP_ERR_STATE (nothing changed) while
- * another tracker has forks open on it. One atomic operation per outermost fork. */
-static recap_status_t claim_generator(recap_tracker_h t, const char *name)
+static recap_status_t refuse_claim(const char *name, const struct recap_tracker *holder)
 {
-    struct recap_tracker *other = NULL;
-
-    if (t->depth > 0 || __atomic_compare_exchange_n(&t->gen->forker, &other, t, 0,
-                                                    __ATOMIC_ACQUIRE, __ATOMIC_RELAXED))
-        return RECAP_OK;
     return recap__fail(RECAP_ERR_STATE, "fork of \"%.*s\": tracker %p has a fork open on the "
                        "same generator; trackers sharing a generator cannot interleave forks "
                        "(its state would come back to the wrong one): unfork it first",
-                       RECAP_NAME_MAX, name, (void *)other);
+                       RECAP_NAME_MAX, name, (const void *)holder);
 }
 
-/* The tracker's last fork closed: the generator is free for others. */
+/* The tracker's last fork closed: the generator is free for others (the holder's one store). */
 static void release_generator(recap_tracker_h t)
 {
     if (t->depth == 0)
@@ -125,6 +128,7 @@ static void release_generator(recap_tracker_h t)
 recap_status_t recap_tracker_fork(recap_tracker_h tracker, const char *name,
                                   recap_fork_token_t *token_p)
 {
+    struct recap_tracker *holder = NULL;
     recap__frame_t *f;
     recap_status_t st;
     int i = -1;
@@ -145,19 +149,13 @@ recap_status_t recap_tracker_fork(recap_tracker_h tracker, const char *name,
             return recap__fail(RECAP_ERR_NOT_FOUND, "fork of \"%.*s\": no such state was added",
                                RECAP_NAME_MAX, name);
         }
-        st = claim_generator(tracker, name);
-        if (st != RECAP_OK) {
-            recap__unlock(&tracker->lock);
-            return st;
-        }
         if (tracker->flags & RECAP_TRACKER_GRAPH_SAFE)
-            st = fork_object(tracker, f, i);
+            st = fork_object(tracker, f, i, &holder);
         else
-            st = fork_value(tracker, f, i);
+            st = fork_value(tracker, f, i, &holder);
         if (st != RECAP_OK) {
-            release_generator(tracker);
             recap__unlock(&tracker->lock);
-            return st;
+            return holder != NULL ? refuse_claim(name, holder) : st;
         }
     }
     f->slot = i;
@@ -194,7 +192,7 @@ static recap_status_t unfork_value(recap_tracker_h t, const recap__frame_t *f)
         seed = f->seed;
         offset = f->offset;
     }
-    st = recap__generator_exchange_value(t->gen, &seed, &offset);
+    st = recap__generator_exchange_value(t->gen, NULL, &seed, &offset, NULL);
     if (st != RECAP_OK)
         return st;
     s->e.seed = seed;
@@ -214,12 +212,13 @@ static recap_status_t unfork_object(recap_tracker_h t, const recap__frame_t *f)
         /* The same object stays installed; the frame's reference is the slot's again. */
         keep_object(s, f->saved);
     } else if (f->outer < 0 || t->slots[f->outer]->obj == f->saved) {
-        st = recap__generator_install_genstate(t->gen, f->saved, &old);
+        st = recap__generator_install_genstate(t->gen, NULL, f->saved, &old, NULL);
         if (st != RECAP_OK)
             return st;
         keep_object(s, old);
     } else {
-        st = recap__generator_install_genstate(t->gen, lend(t->slots[f->outer]), &old);
+        st = recap__generator_install_genstate(t->gen, NULL, lend(t->slots[f->outer]),
+                                                 &old, NULL);
         if (st != RECAP_OK) {
             unlend(t->slots[f->outer]);
             return st;
