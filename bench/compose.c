@@ -29,6 +29,9 @@ static struct {
     CUresult (*instantiate)(CUgraphExec *, CUgraph, unsigned long long);
     CUresult (*exec_destroy)(CUgraphExec);
     CUresult (*graph_destroy)(CUgraph);
+    CUresult (*get_nodes)(CUgraph, CUgraphNode *, size_t *);
+    CUresult (*node_type)(CUgraphNode, CUgraphNodeType *);
+    CUresult (*child_graph)(CUgraphNode, CUgraph *);
 } cu;
 
 static int fail(const char *what, int rc)
@@ -121,6 +124,39 @@ static void row(const char *kind, size_t n, CUgraph child)
     CU(cu.graph_destroy(p));
 }
 
+/* The driver queries a walk of n child graph nodes makes, each kind timed alone over the whole
+ * level (ms): where the walk's time goes at large n, recap's own work or the driver's answers. */
+static void queries(size_t n, CUgraph child)
+{
+    CUgraph p = parent_of(n, child);
+    CUgraphNode *node = calloc(n, sizeof(*node));
+    CUgraph *sub = calloc(n, sizeof(*sub));
+    double t[4];
+    size_t i, count = n, c;
+
+    if (node == NULL || sub == NULL)
+        fail("calloc", 0);
+    t[0] = now_ms();
+    CU(cu.get_nodes(p, node, &count));
+    t[1] = now_ms();
+    for (i = 0; i < count; i++) {
+        CUgraphNodeType ty;
+        CU(cu.node_type(node[i], &ty));
+    }
+    t[2] = now_ms();
+    for (i = 0; i < count; i++)
+        CU(cu.child_graph(node[i], &sub[i]));
+    t[3] = now_ms();
+    for (i = 0; i < count; i++)
+        CU(cu.get_nodes(sub[i], NULL, &c));
+    printf("| %zu | %.3f | %.3f | %.3f | %.3f |\n", n, t[1] - t[0], t[2] - t[1], t[3] - t[2],
+           now_ms() - t[3]);
+    fflush(stdout);
+    free(sub);
+    free(node);
+    CU(cu.graph_destroy(p));
+}
+
 int main(void)
 {
     static const size_t sizes[] = {1000, 8000, 64000};
@@ -144,6 +180,9 @@ int main(void)
     SYM(instantiate, "cuGraphInstantiateWithFlags");
     SYM(exec_destroy, "cuGraphExecDestroy");
     SYM(graph_destroy, "cuGraphDestroy");
+    SYM(get_nodes, "cuGraphGetNodes");
+    SYM(node_type, "cuGraphNodeGetType");
+    SYM(child_graph, "cuGraphChildGraphNodeGetGraph");
 #undef SYM
     RC(recap_device_alloc(0, 4096, &buf)); /* recap sets device 0 up */
     CU(cu.ctx_retain(&ctx, 0));
@@ -162,6 +201,12 @@ int main(void)
         row("draw nothing", sizes[i], empty);
     for (i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++)
         row("draw, chained", sizes[i], (CUgraph)filled);
+    printf("\nThe driver's answers to the queries a walk of N children that draw nothing makes, "
+           "each kind over the whole level, ms (one run):\n\n| N | cuGraphGetNodes (parent) | "
+           "cuGraphNodeGetType x N | cuGraphChildGraphNodeGetGraph x N | cuGraphGetNodes "
+           "(child) x N |\n|---|---|---|---|---|\n");
+    for (i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++)
+        queries(sizes[i], empty);
     CU(cu.graph_destroy(empty));
     RC(recap_graph_destroy(filled));
     RC(recap_generator_destroy(gen));
