@@ -152,6 +152,19 @@ int recap__tracker_scan(recap_tracker_h t, const char *name);
 int recap__name_is_bytewise(const recap__entry_t *e, const char *name);
 extern int recap__names_bytewise;
 
+/* Under AddressSanitizer the comparison below goes byte by byte: its word reads past a shorter
+ * name's NUL are what ASan reports, also through helpers it instruments. */
+#if defined(__SANITIZE_ADDRESS__)
+#define RECAP_NAMES_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define RECAP_NAMES_ASAN 1
+#endif
+#endif
+#ifndef RECAP_NAMES_ASAN
+#define RECAP_NAMES_ASAN 0
+#endif
+
 static inline uint64_t recap__name_word(const char *p)
 {
     uint64_t w;
@@ -168,15 +181,14 @@ static inline uint64_t recap__name_word(const char *p)
  * letter where e's has its NUL. A shorter name's bytes after its NUL are read but decide
  * nothing, and are only read when name[0 .. len] lies in the page of name[0]: such a read cannot
  * fault (libc's string functions read the same way). Otherwise, for names under 8 bytes, and
- * under valgrind (which would report those reads), byte by byte. Not instrumented by
- * AddressSanitizer, which would report them too.
+ * under valgrind and AddressSanitizer (which would report those reads), byte by byte.
  */
-__attribute__((no_sanitize("address"))) static inline int recap__name_is(const recap__entry_t *e,
-                                                                          const char *name)
+static inline int recap__name_is(const recap__entry_t *e, const char *name)
 {
     size_t n = (size_t)e->len + 1, k;
 
-    if (n < sizeof(uint64_t) || ((uintptr_t)name & 4095) > 4096 - n || recap__names_bytewise)
+    if (RECAP_NAMES_ASAN || n < sizeof(uint64_t) || ((uintptr_t)name & 4095) > 4096 - n ||
+        recap__names_bytewise)
         return recap__name_is_bytewise(e, name);
     for (k = 0; k + sizeof(uint64_t) < n; k += sizeof(uint64_t))
         if (recap__name_word(name + k) != recap__name_word(e->name + k))
