@@ -32,6 +32,8 @@ static struct {
     CUresult (*get_nodes)(CUgraph, CUgraphNode *, size_t *);
     CUresult (*node_type)(CUgraphNode, CUgraphNodeType *);
     CUresult (*child_graph)(CUgraphNode, CUgraph *);
+    CUresult (*get_edges)(CUgraph, CUgraphNode *, CUgraphNode *, CUgraphEdgeData *, size_t *);
+    CUresult (*dependents)(CUgraphNode, CUgraphNode *, CUgraphEdgeData *, size_t *);
 } cu;
 
 static int fail(const char *what, int rc)
@@ -125,17 +127,21 @@ static void row(const char *kind, size_t n, CUgraph child)
 }
 
 /* The driver queries a walk of n child graph nodes makes, each kind timed alone over the whole
- * level (ms): where the walk's time goes at large n, recap's own work or the driver's answers. */
+ * level (ms): where the walk's time goes at large n, recap's own work or the driver's answers.
+ * Last, the edges read node by node (each node's dependents), another way to the same edges. */
 static void queries(size_t n, CUgraph child)
 {
     CUgraph p = parent_of(n, child);
-    CUgraphNode *node = calloc(n, sizeof(*node));
+    CUgraphNode *node = calloc(n, sizeof(*node)), *from, *to, dep[4];
+    CUgraphEdgeData *data, ddep[4];
     CUgraph *sub = calloc(n, sizeof(*sub));
-    double t[4];
-    size_t i, count = n, c;
+    CUgraphExec e;
+    double t[7];
+    size_t i, count = n, c, ne = 0, nd;
 
     if (node == NULL || sub == NULL)
         fail("calloc", 0);
+    CU(cu.instantiate(&e, p, 0)); /* as when recap's walk runs: right after the instantiate */
     t[0] = now_ms();
     CU(cu.get_nodes(p, node, &count));
     t[1] = now_ms();
@@ -149,11 +155,33 @@ static void queries(size_t n, CUgraph child)
     t[3] = now_ms();
     for (i = 0; i < count; i++)
         CU(cu.get_nodes(sub[i], NULL, &c));
-    printf("| %zu | %.3f | %.3f | %.3f | %.3f |\n", n, t[1] - t[0], t[2] - t[1], t[3] - t[2],
-           now_ms() - t[3]);
+    t[4] = now_ms();
+    CU(cu.get_edges(p, NULL, NULL, NULL, &ne));
+    from = calloc(ne + 1, sizeof(*from));
+    to = calloc(ne + 1, sizeof(*to));
+    data = calloc(ne + 1, sizeof(*data));
+    if (from == NULL || to == NULL || data == NULL)
+        fail("calloc", 0);
+    CU(cu.get_edges(p, from, to, data, &ne));
+    t[5] = now_ms();
+    for (i = 0; cu.dependents != NULL && i < count; i++) {
+        nd = sizeof(dep) / sizeof(dep[0]);
+        CU(cu.dependents(node[i], dep, ddep, &nd));
+    }
+    t[6] = now_ms();
+    printf("| %zu | %.3f | %.3f | %.3f | %.3f | %.3f | ", n, t[1] - t[0], t[2] - t[1],
+           t[3] - t[2], t[4] - t[3], t[5] - t[4]);
+    if (cu.dependents != NULL)
+        printf("%.3f |\n", t[6] - t[5]);
+    else
+        printf("(not in this driver) |\n");
     fflush(stdout);
+    free(from);
+    free(to);
+    free(data);
     free(sub);
     free(node);
+    CU(cu.exec_destroy(e));
     CU(cu.graph_destroy(p));
 }
 
@@ -183,6 +211,9 @@ int main(void)
     SYM(get_nodes, "cuGraphGetNodes");
     SYM(node_type, "cuGraphNodeGetType");
     SYM(child_graph, "cuGraphChildGraphNodeGetGraph");
+    SYM(get_edges, "cuGraphGetEdges_v2");
+    /* optional: the CUDA test double has no per-node edge queries */
+    *(void **)&cu.dependents = dlsym(lib, "cuGraphNodeGetDependentNodes_v2");
 #undef SYM
     RC(recap_device_alloc(0, 4096, &buf)); /* recap sets device 0 up */
     CU(cu.ctx_retain(&ctx, 0));
@@ -204,7 +235,8 @@ int main(void)
     printf("\nThe driver's answers to the queries a walk of N children that draw nothing makes, "
            "each kind over the whole level, ms (one run):\n\n| N | cuGraphGetNodes (parent) | "
            "cuGraphNodeGetType x N | cuGraphChildGraphNodeGetGraph x N | cuGraphGetNodes "
-           "(child) x N |\n|---|---|---|---|---|\n");
+           "(child) x N | cuGraphGetEdges (parent, with data) | cuGraphNodeGetDependentNodes x N "
+           "|\n|---|---|---|---|---|---|---|\n");
     for (i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++)
         queries(sizes[i], empty);
     CU(cu.graph_destroy(empty));

@@ -226,7 +226,8 @@ def main():
         return
     dtype, mask, causal, err, kind = found
     print(f"info  the message:\n{err}")
-    pin = SDPBackend[err.sdpa[0].split("SDPBackend.")[1].split(")")[0]]
+    # the backend the message says to pin (SDPBackend is a pybind enum: members by attribute)
+    pin = getattr(SDPBackend, err.sdpa[0].split("SDPBackend.")[1].split(")")[0])
     with sdpa_kernel(pin):
         m, args = attention_case(dtype, mask, causal, kind)
         try:
