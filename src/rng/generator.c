@@ -265,9 +265,9 @@ recap_status_t recap__generator_exchange_value(recap_generator_h gen, struct rec
         st = recap__fw_get(gen, &s, &o);
         if (st == RECAP_OK)
             st = recap__fw_set(gen, *seed, *offset);
-    } else if (!in_capture(gs)) {
+    } else if (gs->fw == NULL && !in_capture(gs)) {
         /* recap's own state outside captures, what a training step's forks find: the value
-         * itself, nothing capture-relative to look up */
+         * itself, nothing capture-relative to look up (get_value/set_value's own first case) */
         s = load64(&gs->seed);
         o = load64(&gs->offset);
         store64(&gs->seed, *seed);
