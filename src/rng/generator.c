@@ -241,6 +241,17 @@ static int take(recap_generator_h gen, struct recap_tracker *claim, struct recap
     return 1;
 }
 
+/* Locks the generator and takes it for `claim`; 0, unlocked, when another tracker holds it. */
+static int lock_taken(recap_generator_h gen, struct recap_tracker *claim,
+                      struct recap_tracker **holder_p)
+{
+    recap__lock(&gen->lock);
+    if (take(gen, claim, holder_p))
+        return 1;
+    recap__unlock(&gen->lock);
+    return 0;
+}
+
 static void untake(recap_generator_h gen, struct recap_tracker *claim)
 {
     if (claim != NULL)
@@ -255,11 +266,8 @@ recap_status_t recap__generator_exchange_value(recap_generator_h gen, struct rec
     recap_status_t st;
     uint64_t s, o;
 
-    recap__lock(&gen->lock);
-    if (!take(gen, claim, holder_p)) {
-        recap__unlock(&gen->lock);
+    if (!lock_taken(gen, claim, holder_p))
         return RECAP_ERR_STATE;
-    }
     gs = gen->state;
     if (gen->fw != NULL) {
         st = recap__fw_get(gen, &s, &o);
@@ -294,11 +302,8 @@ recap_status_t recap__generator_install_genstate(recap_generator_h gen, struct r
     recap__genstate_t *old;
     recap_status_t st = RECAP_OK;
 
-    recap__lock(&gen->lock);
-    if (!take(gen, claim, holder_p)) {
-        recap__unlock(&gen->lock);
+    if (!lock_taken(gen, claim, holder_p))
         return RECAP_ERR_STATE;
-    }
     if (gen->fw != NULL) {
         st = recap__fw_exchange(gen, s, &old);
     } else {
