@@ -212,7 +212,7 @@ int main(void)
     SYM(node_type, "cuGraphNodeGetType");
     SYM(child_graph, "cuGraphChildGraphNodeGetGraph");
     SYM(get_edges, "cuGraphGetEdges_v2");
-    /* optional: the CUDA test double has no per-node edge queries */
+    /* optional: a driver before CUDA 12.3 has only the version without edge data */
     *(void **)&cu.dependents = dlsym(lib, "cuGraphNodeGetDependentNodes_v2");
 #undef SYM
     RC(recap_device_alloc(0, 4096, &buf)); /* recap sets device 0 up */

@@ -44,7 +44,9 @@
     X(cuGraphInstantiateWithParams) X(cuGraphInstantiate) X(cuGraphInstantiate_v2)                 \
     X(cuGraphExecDestroy) X(cuGraphLaunch) X(cuGraphLaunch_ptsz) X(cuGraphUpload)                  \
     X(cuStreamWriteValue64_v2) X(cuStreamWriteValue32_v2) X(cuDeviceGetAttribute)                  \
-    X(cuGetErrorName)
+    X(cuGetErrorName) X(cuGraphAddEmptyNode) X(cuGraphAddChildGraphNode)                            \
+    X(cuGraphChildGraphNodeGetGraph) X(cuGraphAddDependencies) X(cuGraphGetEdges_v2)                \
+    X(cuGraphNodeGetDependentNodes_v2) X(cuGraphNodeGetDependentNodes)
 
 #define NWORDS 1000u
 #define BUF_BYTES (NWORDS * 4u)

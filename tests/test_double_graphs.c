@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* The CUDA test double against the driver's rules: graphs: instantiation, clones, upload, launches
- * into captures, accounting. */
+ * into captures, accounting, edges read node by node. */
 #include "test_double.h"
 
 static CUDA_KERNEL_NODE_PARAMS fill_node(recap__fill_params_t *p, void **args, CUdeviceptr dst)
@@ -285,6 +285,204 @@ START_TEST(destroyed_handles_are_accounted_and_refused)
 }
 END_TEST
 
+typedef struct {
+    CUgraphNode from, to;
+} edge_t;
+
+static int edge_cmp(const void *a, const void *b)
+{
+    const edge_t *x = a, *y = b;
+    uintptr_t p = (uintptr_t)x->from, q = (uintptr_t)y->from;
+
+    if (p == q) {
+        p = (uintptr_t)x->to;
+        q = (uintptr_t)y->to;
+    }
+    return p < q ? -1 : p > q;
+}
+
+/* Graph g's edges read node by node (each node's dependents, through both versions, with room
+ * for a few more than there are) are its edges read at once (cuGraphGetEdges_v2): each found
+ * once, the counts theirs. */
+static void dependents_are_the_edges(CUgraph g)
+{
+    size_t count = 0, ne = 0, i, k = 0, extra = 1 + tu_rand_below(3);
+    CUgraphNode *nodes, *from, *to, *deps;
+    CUgraphEdgeData *data;
+    edge_t *all, *per;
+
+    OK(p_cuGraphGetNodes(g, NULL, &count));
+    OK(p_cuGraphGetEdges_v2(g, NULL, NULL, NULL, &ne));
+    nodes = calloc(count + 1, sizeof(*nodes));
+    from = calloc(ne + 1, sizeof(*from));
+    to = calloc(ne + 1, sizeof(*to));
+    deps = calloc(ne + extra, sizeof(*deps));
+    data = calloc(ne + extra, sizeof(*data));
+    all = calloc(ne + 1, sizeof(*all));
+    per = calloc(ne + 1, sizeof(*per));
+    ck_assert(nodes && from && to && deps && data && all && per);
+    if (count > 0)
+        OK(p_cuGraphGetNodes(g, nodes, &count));
+    if (ne > 0)
+        OK(p_cuGraphGetEdges_v2(g, from, to, NULL, &ne));
+    for (i = 0; i < ne; i++) {
+        all[i].from = from[i];
+        all[i].to = to[i];
+    }
+    for (i = 0; i < count; i++) {
+        size_t n = SIZE_MAX, n1 = SIZE_MAX, want, j;
+
+        OK(p_cuGraphNodeGetDependentNodes_v2(nodes[i], NULL, NULL, &n));
+        OK(p_cuGraphNodeGetDependentNodes(nodes[i], NULL, &n1));
+        ck_assert_uint_eq(n, n1);
+        ck_assert_uint_le(k + n, ne);
+        want = n;
+        n += extra;
+        memset(data, 0xff, n * sizeof(*data));
+        OK(p_cuGraphNodeGetDependentNodes_v2(nodes[i], deps, data, &n));
+        ck_assert_uint_eq(n, want);
+        for (j = 0; j < want + extra; j++) { /* the rest of the array: NULL, as documented */
+            ck_assert(j < want ? deps[j] != NULL : deps[j] == NULL);
+            ck_assert_int_eq(data[j].type, CU_GRAPH_DEPENDENCY_TYPE_DEFAULT);
+            ck_assert_int_eq(data[j].from_port, 0);
+        }
+        for (j = 0; j < want; j++) {
+            per[k + j].from = nodes[i];
+            per[k + j].to = deps[j];
+        }
+        n1 = want + extra;
+        OK(p_cuGraphNodeGetDependentNodes(nodes[i], deps, &n1));
+        ck_assert_uint_eq(n1, want);
+        for (j = 0; j < want; j++)
+            ck_assert_ptr_eq(deps[j], per[k + j].to);
+        k += want;
+    }
+    ck_assert_uint_eq(k, ne);
+    qsort(all, ne, sizeof(*all), edge_cmp);
+    qsort(per, ne, sizeof(*per), edge_cmp);
+    for (i = 0; i < ne; i++) {
+        ck_assert_ptr_eq(all[i].from, per[i].from);
+        ck_assert_ptr_eq(all[i].to, per[i].to);
+    }
+    free(nodes);
+    free(from);
+    free(to);
+    free(deps);
+    free(data);
+    free(all);
+    free(per);
+}
+
+/* Random graphs of empty nodes and child graph nodes (a child with edges of its own), edges to
+ * earlier nodes, then more edges added: node by node, the edges found are the graph's, in the
+ * graph, its clone, a child's embedded graph and a captured graph. */
+START_TEST(dependent_nodes_are_the_graphs_edges)
+{
+    CUstream s = new_stream(CU_STREAM_NON_BLOCKING);
+    int round;
+
+    for (round = 0; round < 8; round++) {
+        size_t n = 1 + tu_rand_below(60), i, j, nd;
+        CUgraphNode *node = calloc(n, sizeof(*node)), *d = calloc(n, sizeof(*d)), c3[3], last;
+        unsigned char *edge = calloc(n * n, 1); /* edge[i * n + j]: i -> j */
+        CUgraph g, child, clone, embedded, captured;
+
+        ck_assert(node && d && edge);
+        OK(p_cuGraphCreate(&child, 0));
+        for (i = 0; i < 3; i++)
+            OK(p_cuGraphAddEmptyNode(&c3[i], child, i > 0 ? &c3[0] : NULL, i > 0));
+        OK(p_cuGraphAddDependencies(child, &c3[1], &c3[2], 1));
+        OK(p_cuGraphCreate(&g, 0));
+        for (i = 0; i < n; i++) {
+            for (j = 0, nd = 0; j < i; j++)
+                if (tu_rand_below(4) == 0 && nd < 8) {
+                    d[nd++] = node[j];
+                    edge[j * n + i] = 1;
+                }
+            if (tu_rand_below(2))
+                OK(p_cuGraphAddEmptyNode(&node[i], g, d, nd));
+            else
+                OK(p_cuGraphAddChildGraphNode(&node[i], g, d, nd, child));
+        }
+        dependents_are_the_edges(g);
+        for (i = 0; n > 1 && i < 2 * n; i++) { /* new edges (forward, each once) after a query */
+            size_t a = tu_rand_below(n - 1), b = a + 1 + tu_rand_below(n - a - 1);
+            if (!edge[a * n + b]) {
+                OK(p_cuGraphAddDependencies(g, &node[a], &node[b], 1));
+                edge[a * n + b] = 1;
+            }
+        }
+        dependents_are_the_edges(g);
+        OK(p_cuGraphAddEmptyNode(&last, g, node, n)); /* and a node after all */
+        dependents_are_the_edges(g);
+        OK(p_cuGraphClone(&clone, g));
+        dependents_are_the_edges(clone);
+        for (i = 0; i < n; i++) /* the first child graph node's graph */
+            if (p_cuGraphChildGraphNodeGetGraph(node[i], &embedded) == CUDA_SUCCESS) {
+                dependents_are_the_edges(embedded);
+                break;
+            }
+        OK(p_cuStreamBeginCapture_v2(s, CU_STREAM_CAPTURE_MODE_GLOBAL));
+        for (i = 0; i < 1 + (size_t)round % 3; i++)
+            OK(fill(s, buf_a, 1, 0));
+        OK(p_cuStreamEndCapture(s, &captured));
+        dependents_are_the_edges(captured);
+        OK(p_cuGraphDestroy(captured));
+        OK(p_cuGraphDestroy(clone));
+        OK(p_cuGraphDestroy(g));
+        OK(p_cuGraphDestroy(child));
+        free(node);
+        free(d);
+        free(edge);
+    }
+    OK(p_cuStreamDestroy_v2(s));
+    check_no_leaks();
+}
+END_TEST
+
+/* The driver's argument checks: a NULL count, an array with a count of 0 (the H200's 580 driver
+ * refuses it, as it does for cuGraphGetEdges and cuGraphGetNodes), edge data without the node
+ * array (documented); on the double, a node of no live graph too. */
+START_TEST(dependent_nodes_argument_checks)
+{
+    CUgraphNode a, b, out[2];
+    CUgraphEdgeData data[2];
+    CUgraph g;
+    size_t n;
+
+    OK(p_cuGraphCreate(&g, 0));
+    OK(p_cuGraphAddEmptyNode(&a, g, NULL, 0));
+    OK(p_cuGraphAddEmptyNode(&b, g, &a, 1));
+    CK(p_cuGraphNodeGetDependentNodes_v2(a, NULL, NULL, NULL), CUDA_ERROR_INVALID_VALUE);
+    CK(p_cuGraphNodeGetDependentNodes(a, NULL, NULL), CUDA_ERROR_INVALID_VALUE);
+    n = 0;
+    CK(p_cuGraphNodeGetDependentNodes_v2(a, out, NULL, &n), CUDA_ERROR_INVALID_VALUE);
+    n = 0;
+    CK(p_cuGraphNodeGetDependentNodes_v2(b, out, data, &n), CUDA_ERROR_INVALID_VALUE);
+    n = 0;
+    CK(p_cuGraphNodeGetDependentNodes(b, out, &n), CUDA_ERROR_INVALID_VALUE);
+    n = 2;
+    CK(p_cuGraphNodeGetDependentNodes_v2(a, NULL, data, &n), CUDA_ERROR_INVALID_VALUE);
+    n = 2;
+    OK(p_cuGraphNodeGetDependentNodes_v2(a, out, data, &n));
+    ck_assert_uint_eq(n, 1);
+    ck_assert_ptr_eq(out[0], b);
+    ck_assert_ptr_null(out[1]);
+    n = 7;
+    OK(p_cuGraphNodeGetDependentNodes(b, NULL, &n)); /* none: the count only */
+    ck_assert_uint_eq(n, 0);
+    OK(p_cuGraphDestroy(g));
+    if (!is_double())
+        return; /* a real driver may crash on a destroyed handle */
+    n = 2;
+    CK(p_cuGraphNodeGetDependentNodes_v2(a, NULL, NULL, &n), CUDA_ERROR_INVALID_VALUE);
+    CK(p_cuGraphNodeGetDependentNodes(b, out, &n), CUDA_ERROR_INVALID_VALUE);
+    CK(p_cuGraphNodeGetDependentNodes_v2(NULL, NULL, NULL, &n), CUDA_ERROR_INVALID_VALUE);
+    CK(p_cuGraphNodeGetDependentNodes_v2((CUgraphNode)&n, NULL, NULL, &n), CUDA_ERROR_INVALID_VALUE);
+    check_no_leaks();
+}
+END_TEST
+
 void double_add_graphs_tests(TCase *tc)
 {
     tcase_add_test(tc, instantiate_takes_a_snapshot);
@@ -294,4 +492,6 @@ void double_add_graphs_tests(TCase *tc)
     tcase_add_test(tc, instantiate_and_exec_destroy_are_potentially_unsafe);
     tcase_add_test(tc, memory_operation_nodes_are_checked_at_instantiate_or_launch);
     tcase_add_test(tc, destroyed_handles_are_accounted_and_refused);
+    tcase_add_test(tc, dependent_nodes_are_the_graphs_edges);
+    tcase_add_test(tc, dependent_nodes_argument_checks);
 }

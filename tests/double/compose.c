@@ -1,10 +1,10 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The CUDA test double's graph composition: child graph nodes (an embedded copy of the child,
- * as the real driver makes), graph edges (cuGraphGetEdges, cuGraphAddDependencies), kernel node
- * parameters read back, exec update and child graph node update in an exec, exec flags,
- * conditional nodes with their handles and bodies, and empty nodes. Graphs still run in
- * insertion order; edges are kept for what recap reads of them.
+ * as the real driver makes), graph edges (cuGraphGetEdges, cuGraphNodeGetDependentNodes,
+ * cuGraphAddDependencies), kernel node parameters read back, exec update and child graph node
+ * update in an exec, exec flags, conditional nodes with their handles and bodies, and empty
+ * nodes. Graphs still run in insertion order; edges are kept for what recap reads of them.
  *
  * Conditional nodes run their body as the handle's value says (IF: body 0 when nonzero, else
  * body 1 if any; WHILE: body 0 once when nonzero, as if the body cleared the value; SWITCH:
@@ -40,6 +40,7 @@ CUresult double_graph_edge_locked(double_graph_t *g, size_t from, size_t to)
     g->efrom[g->ne] = from;
     g->eto[g->ne] = to;
     g->ne++;
+    g->dep_valid = 0;
     return CUDA_SUCCESS;
 }
 
@@ -62,7 +63,7 @@ static long index_locked(const double_graph_t *g, CUgraphNode node)
 
 CUresult double_graph_add_locked(double_graph_t *g, op_t *op, const CUgraphNode *deps, size_t ndeps)
 {
-    size_t at = g->n, i;
+    size_t at = g->n, ne = g->ne, i;
     CUresult rc;
 
     for (i = 0; i < ndeps; i++)
@@ -71,8 +72,8 @@ CUresult double_graph_add_locked(double_graph_t *g, op_t *op, const CUgraphNode 
     rc = graph_append_locked(g, op);
     for (i = 0; rc == CUDA_SUCCESS && i < ndeps; i++)
         rc = double_graph_edge_locked(g, (size_t)index_locked(g, deps[i]), at);
-    if (rc != CUDA_SUCCESS && g->n > at)
-        g->n = at; /* the caller frees op */
+    if (rc != CUDA_SUCCESS)
+        graph_truncate_locked(g, at, ne); /* the caller frees op */
     return rc;
 }
 
@@ -80,16 +81,17 @@ CUresult double_graph_add_locked(double_graph_t *g, op_t *op, const CUgraphNode 
 static double_graph_t *embed_locked(const double_graph_t *src)
 {
     double_graph_t *g = graph_new_locked();
+    op_t **ops;
 
     if (g == NULL)
         return NULL;
     g->embedded = 1;
-    g->ops = ops_clone(src->ops, src->n);
-    if (g->ops == NULL || double_graph_copy_edges_locked(g, src) != CUDA_SUCCESS) {
+    ops = ops_clone(src->ops, src->n);
+    if (ops == NULL || graph_take_ops_locked(g, ops, src->n) != CUDA_SUCCESS ||
+        double_graph_copy_edges_locked(g, src) != CUDA_SUCCESS) {
         graph_free_locked(g);
         return NULL;
     }
-    g->n = g->cap = src->n;
     return g;
 }
 
@@ -286,6 +288,87 @@ RECAP_API CUresult cuGraphGetEdges(CUgraph graph, CUgraphNode *from, CUgraphNode
 {
     NEED_INIT();
     return get_edges(graph, from, to, NULL, n);
+}
+
+/* Builds g's dependents lists from its edges (counted per node, then placed in edge order). */
+static CUresult dependents_locked(double_graph_t *g)
+{
+    size_t *first, *dep, e, x;
+
+    if (g->dep_valid)
+        return CUDA_SUCCESS;
+    first = calloc(g->n + 2, sizeof(*first));
+    dep = calloc(g->ne + 1, sizeof(*dep));
+    if (first == NULL || dep == NULL) {
+        free(first);
+        free(dep);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    for (e = 0; e < g->ne; e++)
+        first[g->efrom[e] + 2]++;
+    for (x = 0; x < g->n; x++)
+        first[x + 2] += first[x + 1];
+    for (e = 0; e < g->ne; e++)
+        dep[first[g->efrom[e] + 1]++] = g->eto[e];
+    free(g->dep_first);
+    free(g->dep);
+    g->dep_first = first;
+    g->dep = dep;
+    g->dep_valid = 1;
+    return CUDA_SUCCESS;
+}
+
+/* A node's dependents (the heads of its outgoing edges), in the order their edges were added:
+ * O(its dependents) a call, once the graph's lists are built. The driver's checks: NULL count,
+ * an array with a count of 0 (as get_edges: the H200's driver refuses it), edge data without the
+ * node array (the documentation's rule), and a node in no live graph are
+ * CUDA_ERROR_INVALID_VALUE. A count larger than the dependents gets them, the rest of the array
+ * NULL (zeroed edge data), and the count set to theirs. */
+static CUresult dependent_nodes(CUgraphNode node, CUgraphNode *deps, CUgraphEdgeData *data,
+                                size_t *n)
+{
+    CUresult rc = CUDA_SUCCESS;
+    op_t *op;
+
+    if (n == NULL || (deps != NULL && *n == 0) || (data != NULL && deps == NULL))
+        return CUDA_ERROR_INVALID_VALUE;
+    pthread_mutex_lock(&lock);
+    op = node_live_locked(node);
+    if (op == NULL || op->owner == NULL)
+        rc = CUDA_ERROR_INVALID_VALUE;
+    else
+        rc = dependents_locked(op->owner);
+    if (rc == CUDA_SUCCESS) {
+        const double_graph_t *g = op->owner;
+        size_t first = g->dep_first[op->index], count = g->dep_first[op->index + 1] - first, i;
+
+        if (deps != NULL) {
+            for (i = 0; i < *n; i++) {
+                deps[i] = i < count ? (CUgraphNode)g->ops[g->dep[first + i]] : NULL;
+                if (data != NULL)
+                    memset(&data[i], 0, sizeof(data[i]));
+            }
+            if (*n > count)
+                *n = count;
+        } else {
+            *n = count;
+        }
+    }
+    pthread_mutex_unlock(&lock);
+    return rc;
+}
+
+RECAP_API CUresult cuGraphNodeGetDependentNodes_v2(CUgraphNode node, CUgraphNode *deps,
+                                                   CUgraphEdgeData *data, size_t *n)
+{
+    NEED_INIT();
+    return dependent_nodes(node, deps, data, n);
+}
+
+RECAP_API CUresult cuGraphNodeGetDependentNodes(CUgraphNode node, CUgraphNode *deps, size_t *n)
+{
+    NEED_INIT();
+    return dependent_nodes(node, deps, NULL, n);
 }
 
 RECAP_API CUresult cuGraphAddDependencies(CUgraph graph, const CUgraphNode *from, const CUgraphNode *to,

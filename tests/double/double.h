@@ -106,6 +106,11 @@ typedef struct op {
     CUgraphConditionalNodeType cond_type;
     CUgraphConditionalHandle cond;
     void *kparams[1]; /* what cuGraphKernelNodeGetParams hands out */
+    /* The graph holding the node and its index there (cuGraphNodeGetDependentNodes starts from
+     * the node alone); NULL for a node in no graph (an exec's snapshot, a copy not yet taken).
+     * Set where nodes enter a graph: graph_append_locked, graph_take_ops_locked. */
+    struct double_graph *owner;
+    size_t index;
 } op_t;
 
 typedef struct double_graph {
@@ -114,6 +119,11 @@ typedef struct double_graph {
     int capturing; /* owned by a capture in progress */
     int embedded;  /* a child graph node's or conditional node's own graph */
     size_t *efrom, *eto, ne, ecap; /* edges, as node indices */
+    /* The dependents of each node, built from the edges when first asked for (a scan of every
+     * edge per query would make a walk of all nodes quadratic) and rebuilt after nodes or edges
+     * change (dep_valid 0): node i's are dep[dep_first[i] .. dep_first[i + 1]), in edge order. */
+    size_t *dep_first, *dep;
+    int dep_valid;
     struct double_graph *next, **prevp; /* prevp: where the list points at it (freed in O(1)) */
 } double_graph_t;
 
@@ -202,6 +212,9 @@ double_graph_t *graph_new_locked(void);
 int graph_live_locked(CUgraph h);
 void graph_free_locked(double_graph_t *g);
 CUresult graph_append_locked(double_graph_t *g, op_t *op);
+CUresult graph_take_ops_locked(double_graph_t *g, op_t **ops, size_t n);
+void graph_truncate_locked(double_graph_t *g, size_t n, size_t ne);
+op_t *node_live_locked(CUgraphNode h);
 int exec_live_locked(CUgraphExec h);
 CUresult resolve_locked(CUstream s, int per_thread, double_stream_t **out);
 int stream_device_of(const double_stream_t *st);

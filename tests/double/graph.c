@@ -47,18 +47,14 @@ RECAP_API CUresult cuGraphClone(CUgraph *out, CUgraph orig)
     } else if ((g = graph_new_locked()) == NULL) {
         rc = CUDA_ERROR_OUT_OF_MEMORY;
     } else {
-        g->ops = ops_clone(src->ops, src->n);
-        if (g->ops == NULL) {
+        op_t **ops = ops_clone(src->ops, src->n);
+
+        if (ops == NULL || graph_take_ops_locked(g, ops, src->n) != CUDA_SUCCESS ||
+            double_graph_copy_edges_locked(g, src) != CUDA_SUCCESS) {
             graph_free_locked(g);
             rc = CUDA_ERROR_OUT_OF_MEMORY;
         } else {
-            g->n = g->cap = src->n;
-            if (double_graph_copy_edges_locked(g, src) != CUDA_SUCCESS) {
-                graph_free_locked(g);
-                rc = CUDA_ERROR_OUT_OF_MEMORY;
-            } else {
-                *out = (CUgraph)g;
-            }
+            *out = (CUgraph)g;
         }
     }
     pthread_mutex_unlock(&lock);
