@@ -303,10 +303,9 @@ static long index_of(const CUgraphNode *sorted, size_t count, CUgraphNode n)
     return -1;
 }
 
-/* The graph's edges as index pairs (*from, *to), *nedges of them, read with `sorted` (the
- * level's nodes, sorted_of). 0 on failure. */
-static int edges_of(walk_t *w, CUgraph g, const CUgraphNode *sorted, size_t count,
-                    size_t **from_p, size_t **to_p, size_t *nedges_p)
+/* The graph's edges read at once (cuGraphGetEdges), as edges_of returns them. */
+static int edges_at_once(walk_t *w, CUgraph g, const CUgraphNode *sorted, size_t count,
+                         size_t **from_p, size_t **to_p, size_t *nedges_p)
 {
     CUgraphNode *from = NULL, *to = NULL;
     CUgraphEdgeData *data = NULL;
@@ -360,6 +359,96 @@ out:
         *from_p = *to_p = NULL;
     }
     return ok;
+}
+
+static CUresult dependents(const recap__driver_t *drv, CUgraphNode node, CUgraphNode *deps,
+                           CUgraphEdgeData *data, size_t *n)
+{
+    if (drv->cuGraphNodeGetDependentNodes != NULL)
+        return drv->cuGraphNodeGetDependentNodes(node, deps, data, n);
+    return drv->cuGraphNodeGetDependentNodes_v1(node, deps, n);
+}
+
+/* The graph's edges read node by node (each node's dependents), as edges_of returns them: each
+ * node's count first, then the edges of those that have any, into arrays sized once (a node's
+ * dependents go through one buffer, as large as the most any node has). */
+static int edges_by_node(walk_t *w, const CUgraphNode *nodes, const CUgraphNode *sorted,
+                         size_t count, size_t **from_p, size_t **to_p, size_t *nedges_p)
+{
+    size_t *deg = calloc_n(count, 1, sizeof(*deg)), total = 0, most = 0, i, j, k = 0;
+    CUgraphNode *deps = NULL;
+    CUgraphEdgeData *data = NULL;
+    int ok = 0;
+
+    *from_p = *to_p = NULL;
+    if (deg == NULL) {
+        out_of_memory(w);
+        return 0;
+    }
+    for (i = 0; i < count; i++) {
+        if (dependents(w->drv, nodes[i], NULL, NULL, &deg[i]) != CUDA_SUCCESS)
+            goto out;
+        total = recap__count_add(total, deg[i]);
+        most = deg[i] > most ? deg[i] : most;
+    }
+    *from_p = calloc_n(total, 1, sizeof(size_t));
+    *to_p = calloc_n(total, 1, sizeof(size_t));
+    deps = calloc_n(most, 1, sizeof(*deps));
+    data = calloc_n(most, 1, sizeof(*data));
+    if (*from_p == NULL || *to_p == NULL || deps == NULL || data == NULL) {
+        out_of_memory(w);
+        goto out;
+    }
+    for (i = 0; i < count; i++) {
+        size_t n = deg[i];
+
+        /* (none: the real driver refuses arrays with a count of 0, CUDA_ERROR_INVALID_VALUE) */
+        if (n == 0)
+            continue;
+        if (dependents(w->drv, nodes[i], deps, data, &n) != CUDA_SUCCESS)
+            goto out;
+        for (j = 0; j < n && j < deg[i]; j++) {
+            long b = index_of(sorted, count, deps[j]);
+            if (b >= 0) {
+                (*from_p)[k] = i;
+                (*to_p)[k] = (size_t)b;
+                k++;
+            }
+        }
+    }
+    *nedges_p = k;
+    w->edges += k;
+    ok = 1;
+out:
+    free(deg);
+    free(deps);
+    free(data);
+    if (!ok) {
+        free(*from_p);
+        free(*to_p);
+        *from_p = *to_p = NULL;
+    }
+    return ok;
+}
+
+/*
+ * The edges between the level's nodes `nodes` (count of them; `sorted`: the same, sorted_of) as
+ * index pairs (*from, *to), *nedges of them. 0 on failure (a driver call failed, or memory ran
+ * out: w says).
+ *
+ * Node by node where the driver can: on the H200's driver (580), a walk of a parent of 64,000
+ * child graph nodes (chained, about 80,000 edges) took 536 ms where every per-node query it
+ * made took 13.5 ms in all, and the one whole-graph query, cuGraphGetEdges, is the suspect
+ * (bench/RESULTS.md). A node's dependents cost what its own edges do. The edges come grouped by
+ * node; what the walk checks with them (which parts reach which) does not depend on their order.
+ */
+static int edges_of(walk_t *w, CUgraph g, const CUgraphNode *nodes, const CUgraphNode *sorted,
+                    size_t count, size_t **from_p, size_t **to_p, size_t *nedges_p)
+{
+    if (w->drv->cuGraphNodeGetDependentNodes != NULL ||
+        w->drv->cuGraphNodeGetDependentNodes_v1 != NULL)
+        return edges_by_node(w, nodes, sorted, count, from_p, to_p, nedges_p);
+    return edges_at_once(w, g, sorted, count, from_p, to_p, nedges_p);
 }
 
 /* A kernel node: recap's advance node becomes a unit; recap's captured fill kernels are noted so
@@ -641,7 +730,7 @@ static void check_level(walk_t *w, level_t *l)
         out_of_memory(w);
         goto out;
     }
-    if (!edges_of(w, l->g, sorted, l->count, &from, &to, &nedges)) {
+    if (!edges_of(w, l->g, l->nodes, sorted, l->count, &from, &to, &nedges)) {
         if (!w->nomem)
             refuse(w, "graph %p: parts of it draw from one generator and recap cannot read the "
                    "graph's edges to check that they run one after the other", (void *)w->top);

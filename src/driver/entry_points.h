@@ -86,6 +86,10 @@
       CUgraphEdgeData *, size_t *)) \
     X(EXTRA, cuGraphGetEdges_v1, "cuGraphGetEdges", (CUgraph, CUgraphNode *, CUgraphNode *, \
       size_t *)) \
+    X(EXTRA, cuGraphNodeGetDependentNodes, "cuGraphNodeGetDependentNodes_v2", (CUgraphNode, \
+      CUgraphNode *, CUgraphEdgeData *, size_t *)) \
+    X(EXTRA, cuGraphNodeGetDependentNodes_v1, "cuGraphNodeGetDependentNodes", (CUgraphNode, \
+      CUgraphNode *, size_t *)) \
     X(EXTRA, cuGraphExecGetFlags, "cuGraphExecGetFlags", (CUgraphExec, cuuint64_t *)) \
     X(EXTRA, cuStreamWaitEvent, "cuStreamWaitEvent", (CUstream, CUevent, unsigned int)) \
     X(EXTRA, cuCtxSynchronize, "cuCtxSynchronize", (void))
