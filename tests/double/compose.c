@@ -290,6 +290,7 @@ RECAP_API CUresult cuGraphGetEdges(CUgraph graph, CUgraphNode *from, CUgraphNode
     return get_edges(graph, from, to, NULL, n);
 }
 
+#if DOUBLE_DEPENDENT_NODES >= 1
 /* Builds g's dependents lists from its edges (counted per node, then placed in edge order). */
 static CUresult dependents_locked(double_graph_t *g)
 {
@@ -358,18 +359,21 @@ static CUresult dependent_nodes(CUgraphNode node, CUgraphNode *deps, CUgraphEdge
     return rc;
 }
 
+#if DOUBLE_DEPENDENT_NODES >= 2
 RECAP_API CUresult cuGraphNodeGetDependentNodes_v2(CUgraphNode node, CUgraphNode *deps,
                                                    CUgraphEdgeData *data, size_t *n)
 {
     NEED_INIT();
     return dependent_nodes(node, deps, data, n);
 }
+#endif
 
 RECAP_API CUresult cuGraphNodeGetDependentNodes(CUgraphNode node, CUgraphNode *deps, size_t *n)
 {
     NEED_INIT();
     return dependent_nodes(node, deps, NULL, n);
 }
+#endif
 
 RECAP_API CUresult cuGraphAddDependencies(CUgraph graph, const CUgraphNode *from, const CUgraphNode *to,
                                        size_t n)

@@ -43,6 +43,14 @@
 #include "kernels/registry.h"
 
 #include "recap.h" /* RECAP_API, the one export macro */
+
+/* Which versions of cuGraphNodeGetDependentNodes the double exports: 2 both (as a CUDA >= 12.3
+ * driver), 1 the one without edge data (CUDA 10.0 to 12.2), 0 neither (the variants built for
+ * tests/test_compose_edges, where recap then reads the edges with cuGraphGetEdges). */
+#ifndef DOUBLE_DEPENDENT_NODES
+#define DOUBLE_DEPENDENT_NODES 2
+#endif
+
 #define MAX_DEV 16
 #define MAX_ALLOC 4096
 #define FATBIN_MAGIC 0xBA55ED50u
