@@ -436,11 +436,12 @@ out:
  * index pairs (*from, *to), *nedges of them. 0 on failure (a driver call failed, or memory ran
  * out: w says).
  *
- * Node by node where the driver can: on the H200's driver (580), a walk of a parent of 64,000
- * child graph nodes (chained, about 80,000 edges) took 536 ms where every per-node query it
- * made took 13.5 ms in all, and the one whole-graph query, cuGraphGetEdges, is the suspect
- * (bench/RESULTS.md). A node's dependents cost what its own edges do. The edges come grouped by
- * node; what the walk checks with them (which parts reach which) does not depend on their order.
+ * Node by node where the driver can: the driver's whole-graph query is not linear. Measured on
+ * an H100 with driver 580 (bench_compose, 2026-12-07): cuGraphGetEdges of a parent of 8,000 /
+ * 64,000 chained child graph nodes took 8.8 / 461 ms, cuGraphNodeGetDependentNodes of every node
+ * 0.24 / 6.0 ms; the walk of 64,000 children that draw nothing went from 493 to 65 ms (the
+ * driver's own instantiate: 161 ms). The edges come grouped by node; what the walk checks with
+ * them (which parts reach which) does not depend on their order.
  */
 static int edges_of(walk_t *w, CUgraph g, const CUgraphNode *nodes, const CUgraphNode *sorted,
                     size_t count, size_t **from_p, size_t **to_p, size_t *nedges_p)
