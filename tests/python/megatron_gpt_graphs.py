@@ -177,6 +177,21 @@ def main():
           f"{mg[0]:.6f} {mg[1]:.6f} {mg[-1]:.6f}")
     t = {k: STEP_US.get(k) for k in (("megatron", 0.1, True), ("recap", 0.1, True),
                                      ("megatron", 0.1, False), ("recap", 0.1, False))}
+    # GPT_TIME_ROUNDS=N (N > 1): N graphed runs of each module in turn, their step times'
+    # medians compared (one run each, as above, can differ by a few percent between processes)
+    rounds = int(os.environ.get("GPT_TIME_ROUNDS", "1"))
+    if rounds > 1 and all(t.values()):
+        times = {"megatron": [t["megatron", 0.1, True]], "recap": [t["recap", 0.1, True]]}
+        for _ in range(rounds - 1):
+            for module in ("megatron", "recap"):
+                run(module, True, 0.1)
+                times[module].append(STEP_US[module, 0.1, True])
+        med = {m: sorted(v)[len(v) // 2] for m, v in times.items()}
+        print(f"info  graphed step time, medians of {rounds} runs each, alternated: "
+              f"{med['recap']:.1f} us with recap.megatron vs {med['megatron']:.1f} us with "
+              f"Megatron's module ({med['recap'] / med['megatron']:.2f}); runs: "
+              f"recap {[round(x, 1) for x in times['recap']]}, "
+              f"Megatron {[round(x, 1) for x in times['megatron']]}")
     if all(t.values()):
         print(f"info  step time, median of steps 6-{STEPS} (event-timed), dropout 0.1: graphed "
               f"{t['recap', 0.1, True]:.1f} us with recap.megatron vs "
