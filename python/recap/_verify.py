@@ -415,7 +415,10 @@ class Verifier:
             return
         report_line(err)
         if how == "raise":
-            raise err
+            try:
+                raise err
+            finally:
+                err = None  # no cycle through this frame (TorchGenerator.raise_pending says why)
         warnings.warn(str(err), GraphMismatchWarning, stacklevel=3)
 
 

@@ -196,10 +196,7 @@ class CudaRNGStatesTracker:
         status raises recap's typed error, as _call does."""
         st, what, value = r
         if st != _abi.RECAP_OK:
-            err = _lib.error(st, what)
-            if self._gen is not None:
-                self._gen.raise_pending(err)
-            raise err
+            self._raise(st, what)
         return value
 
     def _native_states(self):
@@ -214,10 +211,16 @@ class CudaRNGStatesTracker:
     def _call(self, name: str, *args) -> None:
         st = getattr(lib(), name)(*args)
         if st != _abi.RECAP_OK:
-            err = _lib.error(st, name)  # typed: RecapStateError for RECAP_ERR_STATE
-            if self._gen is not None:
-                self._gen.raise_pending(err)
-            raise err
+            self._raise(st, name)
+
+    def _raise(self, st: int, what: str) -> None:
+        """recap's typed error for a failed status (RecapStateError for RECAP_ERR_STATE), or the
+        exception torch raised in the operation that failed, caused by it. The error is never
+        a local of a frame it passes through (see TorchGenerator.raise_pending: a cycle that
+        keeps the caller's frames for the collector)."""
+        if self._gen is not None:
+            self._gen.raise_pending(_lib.error(st, what))
+        raise _lib.error(st, what)
 
     # The C tracker is destroyed by _TrackerOwner when its last holder goes: this tracker, or
     # a fork object kept beyond it (which holds the owner, not the tracker: no cycle).
@@ -355,11 +358,10 @@ class CudaRNGStatesTracker:
             if what == "recap_tracker_unfork" and st == _abi.RECAP_ERR_STATE:
                 raise Exception("current state name is not the same as the desired state name "
                                 f"{name}: " + lib().recap_last_error().decode())
-            err = _lib.error(st, what)
             t = me()
-            if t is not None and t._gen is not None:
-                t._gen.raise_pending(err)
-            raise err
+            if t is not None:
+                t._raise(st, what)
+            raise _lib.error(st, what)
         f = _NativeFork(h.value, name, fail, _log.warning)
         f._owner = self._owner  # a fork object kept beyond the tracker keeps its C tracker
         return f

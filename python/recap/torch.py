@@ -238,16 +238,28 @@ class TorchGenerator:
 
     def raise_pending(self, err: RecapError) -> None:
         """Re-raises the exception an operation hit (recap reported it as a status): torch's
-        own error, as torch's Python call would have raised it."""
-        if self._ext is not None:
-            msg = self._ext.take_error()
-            if msg:
-                raise RuntimeError(msg) from err
+        own error, as torch's Python call would have raised it, caused by ``err``; else raises
+        ``err``. Always raises.
+
+        No frame here keeps an exception it raised: the exception's traceback holds the frame,
+        so a frame holding the exception makes a cycle only the cyclic collector frees, keeping
+        every frame up the caller's stack alive with it (a graph being captured there, its
+        tensors). The collector then destroys them whenever it runs, inside a later capture
+        too, where freeing a CUDA graph's memory invalidates that capture (seen on an H100: a
+        fork refused in one capture, a later capture failed with "operation failed due to a
+        previous error during capture")."""
+        try:
+            if self._ext is not None:
+                msg = self._ext.take_error()
+                if msg:
+                    raise RuntimeError(msg) from err
+                raise err
+            e, self._error = self._error, None
+            if e is not None:
+                raise e from err
             raise err
-        e, self._error = self._error, None
-        if e is not None:
-            raise e from err
-        raise err
+        finally:
+            err = e = None
 
 
 _generators: Dict[int, TorchGenerator] = {}

@@ -108,6 +108,59 @@ class _Graph:
 
 @unittest.skipIf(torch is None and os.environ.get("RECAP_REQUIRE_TORCH") != "1",
                  "torch is not installed")
+class ErrorsLeaveNoCycles(unittest.TestCase):
+    """An operation's exception re-raised by the Python operations (TorchGenerator.raise_pending)
+    leaves nothing for the cyclic collector: the caller's frames and what they hold are freed
+    by reference counting once the exception is handled, not later at whatever moment the
+    collector runs (inside another CUDA graph capture, where freeing a graph breaks it)."""
+
+    def test_the_callers_objects_go_with_the_exception(self):
+        import gc
+        import random
+        import weakref
+
+        import recap.torch as rt
+        from recap._lib import RecapError, RecapStateError
+        rng = random.Random(int(os.environ.get("RECAP_TEST_SEED", "7")))
+
+        class Held:  # what a caller's frame holds (a CUDAGraph being captured, its outputs)
+            pass
+
+        g = rt.TorchGenerator.__new__(rt.TorchGenerator)  # no device needed for the path
+        g._ext = None
+        kinds = (RuntimeError, ValueError, KeyError, lambda m: RecapStateError(-11, m))
+        was = gc.isenabled()
+        gc.disable()
+        try:
+            for _ in range(20):
+                g._error = rng.choice(kinds)(f"torch's error {rng.random()}") \
+                    if rng.random() < 0.8 else None
+
+                def caller():
+                    held = Held()
+                    try:
+                        g.raise_pending(RecapError(-11, "the status", "recap_tracker_fork"))
+                    except Exception as e:  # noqa: BLE001 - which one is checked below
+                        return weakref.ref(held), e  # (the name goes as the block is left)
+                    return weakref.ref(held), None
+
+                expected = g._error
+                ref, got = caller()
+                self.assertIsNone(g._error)
+                if expected is not None:  # torch's own exception, caused by recap's status
+                    self.assertIs(got, expected)
+                    got = got.__cause__
+                self.assertIsInstance(got, RecapError)
+                self.assertEqual((got.status, got.call), (-11, "recap_tracker_fork"))
+                del got, expected
+                self.assertIsNone(ref(), "the caller's frame outlived the exception")
+        finally:
+            if was:
+                gc.enable()
+
+
+@unittest.skipIf(torch is None and os.environ.get("RECAP_REQUIRE_TORCH") != "1",
+                 "torch is not installed")
 class AutomaticRegistration(unittest.TestCase):
     """recap.torch.register_with, which install()'s capture_begin calls: a state goes only to
     graphs of its own device; a refusal or a missing call turns registration off, said once,
