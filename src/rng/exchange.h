@@ -6,7 +6,9 @@
  * saved registers, the checks done again) took about a third of it. Anything else (a framework
  * generator, a capture, another tracker's claim) answers 0 with nothing changed, and the caller
  * makes the full call (recap__generator_exchange_value, recap__generator_install_genstate), which
- * handles it and reports the claim's holder.
+ * handles it and reports the claim's holder. A framework generator is told apart before its lock
+ * is taken: gen->fw is set at creation and cleared at destroy, which its trackers prevent while
+ * they drive it, so a fork through it takes the lock once, as before.
  */
 #ifndef RECAP_RNG_EXCHANGE_H
 #define RECAP_RNG_EXCHANGE_H
@@ -38,10 +40,12 @@ static inline int recap__generator_try_exchange(recap_generator_h gen, struct re
     recap__genstate_t *gs;
     uint64_t s, o;
 
+    if (gen->fw != NULL)
+        return 0;
     recap__lock_in_section(&gen->lock);
-    gs = gen->state; /* a framework generator's may be NULL */
+    gs = gen->state;
     /* A host state is never captured; a device one is only while a capture runs somewhere. */
-    if (gen->fw != NULL || gs->fw != NULL || (gs->device >= 0 && recap__captures_running()) ||
+    if (gs->fw != NULL || (gs->device >= 0 && recap__captures_running()) ||
         !recap__generator_take_fast(gen, claim)) {
         recap__unlock_in_section(&gen->lock);
         return 0;
@@ -64,8 +68,10 @@ static inline int recap__generator_try_install(recap_generator_h gen, struct rec
 {
     recap__genstate_t *old;
 
+    if (gen->fw != NULL)
+        return 0;
     recap__lock_in_section(&gen->lock);
-    if (gen->fw != NULL || !recap__generator_take_fast(gen, claim)) {
+    if (!recap__generator_take_fast(gen, claim)) {
         recap__unlock_in_section(&gen->lock);
         return 0;
     }
