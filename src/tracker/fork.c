@@ -178,7 +178,8 @@ static inline int fork_fast(recap_tracker_h t, const char *name, recap_fork_toke
     int cur = t->current, i, done;
     recap__frame_t *f;
 
-    if (depth == t->frames_cap || (t->flags & RECAP_TRACKER_INFERENCE))
+    /* A framework generator never takes the fast exchange: no lookup to repeat in fork_locked. */
+    if (depth == t->frames_cap || (t->flags & RECAP_TRACKER_INFERENCE) || t->gen->fw != NULL)
         return 0;
     i = recap__tracker_find(t, name);
     if (i < 0 || i == cur)
@@ -330,7 +331,7 @@ static inline int unfork_fast(recap_tracker_h t, recap_fork_token_t token)
     recap__slot_t *s;
     uint64_t seed, offset;
 
-    if (depth == 0)
+    if (depth == 0 || t->gen->fw != NULL)
         return 0;
     f = &t->frames[depth - 1];
     if (f->token != token || f->slot < 0 || f->outer == f->slot)
