@@ -53,11 +53,9 @@ static recap_status_t fork_value(recap_tracker_h t, recap__frame_t *f, int i,
         }
         return st;
     }
-    if (!recap__generator_try_exchange(t->gen, claim_of(t), &seed, &offset)) {
-        st = recap__generator_exchange_value(t->gen, claim_of(t), &seed, &offset, holder_p);
-        if (st != RECAP_OK)
-            return st;
-    }
+    st = recap__generator_exchange_value(t->gen, claim_of(t), &seed, &offset, holder_p);
+    if (st != RECAP_OK)
+        return st;
     if (t->current >= 0) {
         t->slots[t->current]->e.seed = seed;
         t->slots[t->current]->e.offset = offset;
@@ -100,15 +98,13 @@ static void keep_object(recap__slot_t *s, recap__genstate_t *obj)
 static recap_status_t fork_object(recap_tracker_h t, recap__frame_t *f, int i,
                                   struct recap_tracker **holder_p)
 {
-    recap__genstate_t *old, *s = lend(t->slots[i]);
-    recap_status_t st;
+    recap__genstate_t *old;
+    recap_status_t st = recap__generator_install_genstate(t->gen, claim_of(t), lend(t->slots[i]),
+                                                          &old, holder_p);
 
-    if (!recap__generator_try_install(t->gen, claim_of(t), s, &old)) {
-        st = recap__generator_install_genstate(t->gen, claim_of(t), s, &old, holder_p);
-        if (st != RECAP_OK) {
-            unlend(t->slots[i]);
-            return st;
-        }
+    if (st != RECAP_OK) {
+        unlend(t->slots[i]);
+        return st;
     }
     f->saved = old;
     if (t->current >= 0 && t->slots[t->current]->obj != old) {
@@ -279,11 +275,9 @@ static recap_status_t unfork_value(recap_tracker_h t, const recap__frame_t *f)
         seed = f->seed;
         offset = f->offset;
     }
-    if (!recap__generator_try_exchange(t->gen, NULL, &seed, &offset)) {
-        st = recap__generator_exchange_value(t->gen, NULL, &seed, &offset, NULL);
-        if (st != RECAP_OK)
-            return st;
-    }
+    st = recap__generator_exchange_value(t->gen, NULL, &seed, &offset, NULL);
+    if (st != RECAP_OK)
+        return st;
     s->e.seed = seed;
     s->e.offset = offset;
     return RECAP_OK;
@@ -301,11 +295,9 @@ static recap_status_t unfork_object(recap_tracker_h t, const recap__frame_t *f)
         /* The same object stays installed; the frame's reference is the slot's again. */
         keep_object(s, f->saved);
     } else if (f->outer < 0 || t->slots[f->outer]->obj == f->saved) {
-        if (!recap__generator_try_install(t->gen, NULL, f->saved, &old)) {
-            st = recap__generator_install_genstate(t->gen, NULL, f->saved, &old, NULL);
-            if (st != RECAP_OK)
-                return st;
-        }
+        st = recap__generator_install_genstate(t->gen, NULL, f->saved, &old, NULL);
+        if (st != RECAP_OK)
+            return st;
         keep_object(s, old);
     } else {
         st = recap__generator_install_genstate(t->gen, NULL, lend(t->slots[f->outer]),
