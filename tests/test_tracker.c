@@ -319,6 +319,52 @@ START_TEST(inner_fork_of_the_same_name_continues_it)
 }
 END_TEST
 
+/* Forks nested deeper than the frame array's first size (8) grow it on the way: the fast path
+ * hands those forks to the full one and takes over again after, same-name forks (which the fast
+ * path also leaves to the full one) included. Each level draws on the way in and on the way out,
+ * which must equal those draws made with single forks one after the other. */
+START_TEST(deep_nested_forks_draw_like_sequential_forks)
+{
+    static const char levels[] = "abcaabcbbcaabccabcab"; /* 20 levels, some repeating a name */
+    enum { DEPTH = sizeof(levels) - 1, N = 8 };
+    recap_tracker_h t = new_tracker(mode_flags(_i)), u = new_tracker(mode_flags(_i));
+    uint32_t nested[2 * DEPTH][N], seq[2 * DEPTH][N];
+    recap_fork_token_t tok[DEPTH];
+    uint64_t base = tu_rand() >> 1;
+    char name[2] = {0};
+    int k, d = 0;
+
+    memset(nested, 0, sizeof(nested));
+    memset(seq, 0, sizeof(seq));
+    add_abc(t, base);
+    add_abc(u, base);
+    for (k = 0; k < DEPTH; k++) {
+        name[0] = levels[k];
+        ck_assert_ok(recap_tracker_fork(t, name, &tok[k]));
+        draw(t, nested[d++], N);
+    }
+    for (k = DEPTH - 1; k >= 0; k--) {
+        ck_assert_ok(recap_tracker_unfork(t, tok[k]));
+        draw(t, nested[d++], N);
+    }
+
+    d = 0;
+    for (k = 0; k < DEPTH; k++) {
+        name[0] = levels[k];
+        fork_draw(u, name, seq[d++], N);
+    }
+    for (k = DEPTH - 1; k > 0; k--) {
+        name[0] = levels[k - 1];
+        fork_draw(u, name, seq[d++], N);
+    }
+    draw(u, seq[d++], N); /* the default state, after the outermost unfork */
+    ck_assert_mem_eq(nested, seq, sizeof(nested));
+    assert_trackers_equal(t, u);
+    recap_tracker_destroy(t);
+    recap_tracker_destroy(u);
+}
+END_TEST
+
 START_TEST(fork_of_unknown_name_is_not_found)
 {
     recap_tracker_h t = new_tracker(mode_flags(_i));
@@ -1067,6 +1113,7 @@ int main(void)
     tcase_add_loop_test(tc, added_state_equals_freshly_seeded_generator, 0, 2);
     tcase_add_test(tc, bad_names_are_rejected);
     tcase_add_loop_test(tc, nested_forks_draw_like_sequential_forks, 0, 2);
+    tcase_add_loop_test(tc, deep_nested_forks_draw_like_sequential_forks, 0, 2);
     tcase_add_loop_test(tc, inner_fork_of_the_same_name_continues_it, 0, 2);
     tcase_add_loop_test(tc, fork_of_unknown_name_is_not_found, 0, 2);
     tcase_add_loop_test(tc, fork_finds_exactly_the_names_added_at_any_length, 0, 2);

@@ -3,6 +3,10 @@
  * fork/unfork: install a named state in the tracker's generator and put the outer one back.
  * This runs around every dropout of every layer, so it takes the tracker's lock once, the
  * generator's lock once, allocates nothing in steady state and finds the name by a cached slot.
+ * The case a training step meets (recap's own generator, no capture, a state other than the
+ * current one, frames to spare) runs inline under the tracker's lock (fork_fast, unfork_fast);
+ * any other case gives up there with nothing changed and takes the full path (fork_locked,
+ * unfork_locked), out of line, so the fast one saves no registers for it.
  */
 #include "config.h"
 
@@ -11,6 +15,7 @@
 #include "base/alloc.h"
 #include "base/error.h"
 #include "base/handle.h"
+#include "rng/exchange.h"
 #include "tracker/tracker.h"
 
 static recap_status_t grow_frames(recap_tracker_h t)
@@ -125,18 +130,82 @@ static void release_generator(recap_tracker_h t)
         __atomic_store_n(&t->gen->forker, NULL, __ATOMIC_RELEASE);
 }
 
-recap_status_t recap_tracker_fork(recap_tracker_h tracker, const char *name,
-                                  recap_fork_token_t *token_p)
+/* fork_value's common case: 0 with nothing changed when the generator needs the full call. */
+static inline int fork_value_fast(recap_tracker_h t, recap__frame_t *f, int i, int cur,
+                                  struct recap_tracker *claim)
+{
+    uint64_t seed = t->slots[i]->e.seed, offset = t->slots[i]->e.offset;
+
+    if (!recap__generator_try_exchange(t->gen, claim, &seed, &offset))
+        return 0;
+    if (cur >= 0) {
+        t->slots[cur]->e.seed = seed;
+        t->slots[cur]->e.offset = offset;
+    } else {
+        f->seed = seed;
+        f->offset = offset;
+    }
+    return 1;
+}
+
+/* fork_object's common case, likewise. */
+static inline int fork_object_fast(recap_tracker_h t, recap__frame_t *f, int i, int cur,
+                                   struct recap_tracker *claim)
+{
+    recap__genstate_t *old, *s = lend(t->slots[i]);
+
+    if (!recap__generator_try_install(t->gen, claim, s, &old)) {
+        unlend(t->slots[i]);
+        return 0;
+    }
+    f->saved = old;
+    if (cur >= 0 && t->slots[cur]->obj != old) {
+        recap__genstate_ref(old);
+        keep_object(t->slots[cur], old);
+    }
+    return 1;
+}
+
+/* Under the tracker's lock: the fork of a state other than the current one, when the generator
+ * takes the fast exchange; 0 with nothing changed otherwise (fork_locked then decides). */
+static inline int fork_fast(recap_tracker_h t, const char *name, recap_fork_token_t *token_p)
+{
+    size_t depth = t->depth;
+    int cur = t->current, i, done;
+    recap__frame_t *f;
+
+    /* A framework generator never takes the fast exchange: no lookup to repeat in fork_locked. */
+    if (depth == t->frames_cap || (t->flags & RECAP_TRACKER_INFERENCE) || t->gen->fw != NULL)
+        return 0;
+    i = recap__tracker_find(t, name);
+    if (i < 0 || i == cur)
+        return 0;
+    f = &t->frames[depth];
+    if (t->flags & RECAP_TRACKER_GRAPH_SAFE)
+        done = fork_object_fast(t, f, i, cur, depth == 0 ? t : NULL);
+    else
+        done = fork_value_fast(t, f, i, cur, depth == 0 ? t : NULL);
+    if (!done)
+        return 0;
+    f->slot = i;
+    f->outer = cur;
+    f->token = t->next_token++;
+    t->current = i;
+    t->depth = depth + 1;
+    *token_p = f->token;
+    return 1;
+}
+
+/* The whole fork, under the tracker's lock, which it releases. */
+static __attribute__((noinline)) recap_status_t fork_locked(recap_tracker_h tracker,
+                                                            const char *name,
+                                                            recap_fork_token_t *token_p)
 {
     struct recap_tracker *holder = NULL;
     recap__frame_t *f;
     recap_status_t st;
     int i = -1;
 
-    RECAP_CHECK_HANDLE(tracker, RECAP_MAGIC_TRACKER, "tracker");
-    RECAP_CHECK_ARG(name != NULL && token_p != NULL, "NULL argument");
-    RECAP_CHECK_NOT_IN_FRAMEWORK_OP("recap_tracker_fork");
-    recap__lock(&tracker->lock);
     if (tracker->depth == tracker->frames_cap && grow_frames(tracker) != RECAP_OK) {
         recap__unlock(&tracker->lock);
         return recap__fail(RECAP_ERR_NO_MEMORY, "fork frames");
@@ -167,6 +236,20 @@ recap_status_t recap_tracker_fork(recap_tracker_h tracker, const char *name,
     *token_p = f->token;
     recap__unlock(&tracker->lock);
     return RECAP_OK;
+}
+
+recap_status_t recap_tracker_fork(recap_tracker_h tracker, const char *name,
+                                  recap_fork_token_t *token_p)
+{
+    RECAP_CHECK_HANDLE(tracker, RECAP_MAGIC_TRACKER, "tracker");
+    RECAP_CHECK_ARG(name != NULL && token_p != NULL, "NULL argument");
+    RECAP_CHECK_NOT_IN_FRAMEWORK_OP("recap_tracker_fork");
+    recap__lock(&tracker->lock);
+    if (__builtin_expect(fork_fast(tracker, name, token_p), 1)) {
+        recap__unlock(&tracker->lock);
+        return RECAP_OK;
+    }
+    return fork_locked(tracker, name, token_p);
 }
 
 /* The advanced state goes to the fork's slot; the outer one is re-read after that, from its
@@ -229,15 +312,55 @@ static recap_status_t unfork_object(recap_tracker_h t, const recap__frame_t *f)
     return RECAP_OK;
 }
 
-recap_status_t recap_tracker_unfork(recap_tracker_h tracker, recap_fork_token_t token)
+/* Under the tracker's lock: the unfork of the innermost fork `token` names, of a state other than
+ * its outer one, when the generator takes the fast exchange; 0 with nothing changed otherwise
+ * (unfork_locked then decides). unfork_value and unfork_object's common cases. */
+static inline int unfork_fast(recap_tracker_h t, recap_fork_token_t token)
+{
+    size_t depth = t->depth;
+    const recap__frame_t *f;
+    recap__genstate_t *old;
+    recap__slot_t *s;
+    uint64_t seed, offset;
+
+    if (depth == 0 || t->gen->fw != NULL)
+        return 0;
+    f = &t->frames[depth - 1];
+    if (f->token != token || f->slot < 0 || f->outer == f->slot)
+        return 0;
+    s = t->slots[f->slot];
+    if (t->flags & RECAP_TRACKER_GRAPH_SAFE) {
+        if ((f->outer >= 0 && t->slots[f->outer]->obj != f->saved) ||
+            !recap__generator_try_install(t->gen, NULL, f->saved, &old))
+            return 0;
+        keep_object(s, old);
+    } else {
+        if (f->outer >= 0) {
+            seed = t->slots[f->outer]->e.seed;
+            offset = t->slots[f->outer]->e.offset;
+        } else {
+            seed = f->seed;
+            offset = f->offset;
+        }
+        if (!recap__generator_try_exchange(t->gen, NULL, &seed, &offset))
+            return 0;
+        s->e.seed = seed;
+        s->e.offset = offset;
+    }
+    t->current = f->outer;
+    t->depth = depth - 1;
+    release_generator(t);
+    return 1;
+}
+
+/* The whole unfork, under the tracker's lock, which it releases. */
+static __attribute__((noinline)) recap_status_t unfork_locked(recap_tracker_h tracker,
+                                                              recap_fork_token_t token)
 {
     const recap__frame_t *f;
     recap_status_t st = RECAP_OK;
     size_t depth;
 
-    RECAP_CHECK_HANDLE(tracker, RECAP_MAGIC_TRACKER, "tracker");
-    RECAP_CHECK_NOT_IN_FRAMEWORK_OP("recap_tracker_unfork");
-    recap__lock(&tracker->lock);
     depth = tracker->depth;
     if (depth == 0 || tracker->frames[depth - 1].token != token) {
         recap__unlock(&tracker->lock);
@@ -265,4 +388,16 @@ recap_status_t recap_tracker_unfork(recap_tracker_h tracker, recap_fork_token_t 
     }
     recap__unlock(&tracker->lock);
     return st;
+}
+
+recap_status_t recap_tracker_unfork(recap_tracker_h tracker, recap_fork_token_t token)
+{
+    RECAP_CHECK_HANDLE(tracker, RECAP_MAGIC_TRACKER, "tracker");
+    RECAP_CHECK_NOT_IN_FRAMEWORK_OP("recap_tracker_unfork");
+    recap__lock(&tracker->lock);
+    if (__builtin_expect(unfork_fast(tracker, token), 1)) {
+        recap__unlock(&tracker->lock);
+        return RECAP_OK;
+    }
+    return unfork_locked(tracker, token);
 }
