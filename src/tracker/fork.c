@@ -252,6 +252,19 @@ recap_status_t recap_tracker_fork(recap_tracker_h tracker, const char *name,
     return fork_locked(tracker, name, token_p);
 }
 
+/* The value an unfork puts back: the outer state's slot when it is named, else the frame's. */
+static inline void outer_value(const struct recap_tracker *t, const recap__frame_t *f,
+                               uint64_t *seed, uint64_t *offset)
+{
+    if (f->outer >= 0) {
+        *seed = t->slots[f->outer]->e.seed;
+        *offset = t->slots[f->outer]->e.offset;
+    } else {
+        *seed = f->seed;
+        *offset = f->offset;
+    }
+}
+
 /* The advanced state goes to the fork's slot; the outer one is re-read after that, from its
  * slot when named, since a nested fork of the same name may have advanced it. */
 static recap_status_t unfork_value(recap_tracker_h t, const recap__frame_t *f)
@@ -268,13 +281,7 @@ static recap_status_t unfork_value(recap_tracker_h t, const recap__frame_t *f)
         }
         return st;
     }
-    if (f->outer >= 0) {
-        seed = t->slots[f->outer]->e.seed;
-        offset = t->slots[f->outer]->e.offset;
-    } else {
-        seed = f->seed;
-        offset = f->offset;
-    }
+    outer_value(t, f, &seed, &offset);
     st = recap__generator_exchange_value(t->gen, NULL, &seed, &offset, NULL);
     if (st != RECAP_OK)
         return st;
@@ -335,13 +342,7 @@ static inline int unfork_fast(recap_tracker_h t, recap_fork_token_t token)
             return 0;
         keep_object(s, old);
     } else {
-        if (f->outer >= 0) {
-            seed = t->slots[f->outer]->e.seed;
-            offset = t->slots[f->outer]->e.offset;
-        } else {
-            seed = f->seed;
-            offset = f->offset;
-        }
+        outer_value(t, f, &seed, &offset);
         if (!recap__generator_try_exchange(t->gen, NULL, &seed, &offset))
             return 0;
         s->e.seed = seed;
