@@ -321,39 +321,42 @@ END_TEST
 
 /* Forks nested deeper than the frame array's first size (8) grow it on the way: the fast path
  * hands those forks to the full one and takes over again after, same-name forks (which the fast
- * path also leaves to the full one) included. Each level draws on the way in and on the way out,
- * which must equal those draws made with single forks one after the other. */
+ * path also leaves to the full one) included. Each level (9 to 40 of them, names drawn from three)
+ * draws on the way in and on the way out, which must equal those draws made with single forks
+ * one after the other. */
 START_TEST(deep_nested_forks_draw_like_sequential_forks)
 {
-    static const char levels[] = "abcaabcbbcaabccabcab"; /* 20 levels, some repeating a name */
-    enum { DEPTH = sizeof(levels) - 1, N = 8 };
+    enum { MAX_DEPTH = 40, N = 8 };
     recap_tracker_h t = new_tracker(mode_flags(_i)), u = new_tracker(mode_flags(_i));
-    uint32_t nested[2 * DEPTH][N], seq[2 * DEPTH][N];
-    recap_fork_token_t tok[DEPTH];
+    uint32_t nested[2 * MAX_DEPTH][N], seq[2 * MAX_DEPTH][N];
+    recap_fork_token_t tok[MAX_DEPTH];
     uint64_t base = tu_rand() >> 1;
-    char name[2] = {0};
+    const int depth = 9 + (int)tu_rand_below(MAX_DEPTH - 8); /* past the first 8 frames */
+    char levels[MAX_DEPTH], name[2] = {0};
     int k, d = 0;
 
+    for (k = 0; k < depth; k++) /* three names: same-name forks nest now and then */
+        levels[k] = (char)('a' + tu_rand_below(3));
     memset(nested, 0, sizeof(nested));
     memset(seq, 0, sizeof(seq));
     add_abc(t, base);
     add_abc(u, base);
-    for (k = 0; k < DEPTH; k++) {
+    for (k = 0; k < depth; k++) {
         name[0] = levels[k];
         ck_assert_ok(recap_tracker_fork(t, name, &tok[k]));
         draw(t, nested[d++], N);
     }
-    for (k = DEPTH - 1; k >= 0; k--) {
+    for (k = depth - 1; k >= 0; k--) {
         ck_assert_ok(recap_tracker_unfork(t, tok[k]));
         draw(t, nested[d++], N);
     }
 
     d = 0;
-    for (k = 0; k < DEPTH; k++) {
+    for (k = 0; k < depth; k++) {
         name[0] = levels[k];
         fork_draw(u, name, seq[d++], N);
     }
-    for (k = DEPTH - 1; k > 0; k--) {
+    for (k = depth - 1; k > 0; k--) {
         name[0] = levels[k - 1];
         fork_draw(u, name, seq[d++], N);
     }
