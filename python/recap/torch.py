@@ -152,7 +152,11 @@ class TorchGenerator:
                 r = fn(*args)
                 return _OK if r is None else r
             except BaseException as e:  # noqa: BLE001 - must not unwind through C
-                self._error = e
+                # Kept without its traceback: that traceback's frames lead, through the C call,
+                # to the caller's whole stack, which a kept exception would keep alive (until
+                # the next error, perhaps inside a capture: raise_pending says why that
+                # matters). The message is torch's; the re-raise gets a traceback of its own.
+                self._error = e.with_traceback(None)
                 return _ERR
         return op
 

@@ -158,6 +158,47 @@ class ErrorsLeaveNoCycles(unittest.TestCase):
             if was:
                 gc.enable()
 
+    def test_an_error_kept_for_later_keeps_no_frames(self):
+        """An operation's exception is kept until the call that led to it re-raises it, or
+        longer where recap goes on without it (a failed undo): what it keeps must not include
+        the caller's stack."""
+        import gc
+        import random
+        import weakref
+
+        import recap.torch as rt
+        rng = random.Random(int(os.environ.get("RECAP_TEST_SEED", "7")))
+
+        class Held:
+            pass
+
+        g = rt.TorchGenerator.__new__(rt.TorchGenerator)
+        g._ext, g._error = None, None
+        was = gc.isenabled()
+        gc.disable()
+        try:
+            for _ in range(20):
+                msg = f"torch's error {rng.random()}"
+
+                def failing(*_args):
+                    raise RuntimeError(msg)
+
+                op = g._guard(failing)
+
+                def caller():  # as the C call into the table runs inside the caller's frame
+                    held = Held()
+                    self.assertEqual(op(None, None), rt._ERR)
+                    return weakref.ref(held)
+
+                ref = caller()
+                self.assertIsInstance(g._error, RuntimeError)
+                self.assertEqual(str(g._error), msg)  # torch's message kept
+                self.assertIsNone(ref(), "a kept error holds the caller's frame")
+                g._error = None
+        finally:
+            if was:
+                gc.enable()
+
 
 @unittest.skipIf(torch is None and os.environ.get("RECAP_REQUIRE_TORCH") != "1",
                  "torch is not installed")
