@@ -17,8 +17,8 @@
 #include "capture/capture.h"
 #include "rng/generator.h"
 
-/* Under the generator's lock: takes the generator for `claim` (NULL: nothing to take), as
- * generator.c's take does; 0 when another tracker holds it. */
+/* Under the generator's lock: takes the generator for `claim` (NULL: nothing to take); 0 when
+ * another tracker holds it. The claim's one rule, for the fast path and generator.c's take. */
 static inline int recap__generator_take_fast(recap_generator_h gen, struct recap_tracker *claim)
 {
     struct recap_tracker *holder;

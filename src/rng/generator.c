@@ -8,6 +8,7 @@
 #include "base/handle.h"
 #include "capture/capture.h"
 #include "driver/driver.h"
+#include "rng/exchange.h"
 #include "rng/generator.h"
 
 recap__genstate_t *recap__genstate_new(int device, uint64_t seed, uint64_t offset)
@@ -228,17 +229,10 @@ recap_status_t recap__generator_set_value(recap_generator_h gen, uint64_t seed, 
  * one store (tracker/fork.c), so a claim sees either the holder or NULL. */
 static int take(recap_generator_h gen, struct recap_tracker *claim, struct recap_tracker **holder_p)
 {
-    struct recap_tracker *holder;
-
-    if (claim == NULL)
+    if (recap__generator_take_fast(gen, claim)) /* the rule itself: rng/exchange.h */
         return 1;
-    holder = __atomic_load_n(&gen->forker, __ATOMIC_RELAXED);
-    if (holder != NULL && holder != claim) {
-        *holder_p = holder;
-        return 0;
-    }
-    __atomic_store_n(&gen->forker, claim, __ATOMIC_RELAXED);
-    return 1;
+    *holder_p = __atomic_load_n(&gen->forker, __ATOMIC_RELAXED);
+    return 0;
 }
 
 /* Locks the generator and takes it for `claim`; 0, unlocked, when another tracker holds it. */
