@@ -13,7 +13,10 @@ graph is made, and says what differs:
 - ``SdpaRecorder``: while it is active, every ``F.scaled_dot_product_attention`` call records the
   backend torch's dispatcher picks for its inputs (``torch._fused_sdp_choice``: the function
   the dispatcher itself asks), eagerly and under capture; ``findings()`` names the calls whose
-  backend differs between the two and the backend to pin (``torch.nn.attention.sdpa_kernel``).
+  backend differs between the two, and calls made only under capture (other arguments for the
+  same query, as from code that builds its mask differently while capturing) that run a backend
+  no eager call on that query ran, each with the backend to pin
+  (``torch.nn.attention.sdpa_kernel``).
 - ``Verifier``: the phases around a capture (the eager reference, the capture, the first replay),
   each inside its own ``exact_capture`` scope, so each starts from the generator states the
   capture started from and leaves them there; module buffers (BatchNorm's running statistics)
@@ -166,6 +169,7 @@ class SdpaRecorder(contextlib.ContextDecorator):
     def __init__(self, capturing: Callable[[], bool] = _capturing) -> None:
         self.capturing = capturing
         self.calls: List[Tuple[str, bool, str]] = []  # (signature, under capture, backend)
+        self._query: Dict[str, str] = {}  # signature -> its query's shape and dtype
         self._saved = None
 
     def _record(self, args, kwargs) -> None:
@@ -194,6 +198,7 @@ class SdpaRecorder(contextlib.ContextDecorator):
             sig += ", is_causal=True" if causal else ""
             sig += f", attn_mask {_describe(mask)}" if isinstance(mask, torch.Tensor) else ""
         self.calls.append((sig + ")", bool(self.capturing()), backend))
+        self._query[sig + ")"] = _describe(q) if isinstance(q, torch.Tensor) else ""
 
     def __enter__(self) -> "SdpaRecorder":
         import torch.nn.functional as F
@@ -226,12 +231,29 @@ class SdpaRecorder(contextlib.ContextDecorator):
             eager, graphed = by.get(False, []), by.get(True, [])
             if not eager or not graphed or eager == graphed:
                 continue
-            pin = graphed[0]
             out.append(f"{sig}: torch runs {'/'.join(eager)} eagerly and {'/'.join(graphed)} "
-                       f"under capture; pin one backend for both, e.g. wrap the model's forward "
-                       f"(eager steps and the capture alike) in `with torch.nn.attention."
-                       f"sdpa_kernel(torch.nn.attention.SDPBackend.{pin}):`")
+                       f"under capture; {self._pin(graphed[0])}")
+        # A call made only under capture, with other arguments than any eager call on the same
+        # query (code that builds the mask or the flags on the host, differently while capturing),
+        # and a backend no eager call on that query ran.
+        for sig, by in seen.items():
+            if False in by or not self._query.get(sig):
+                continue
+            others = [(e, b) for e, eb in seen.items() if True not in eb and e != sig and
+                      self._query.get(e) == self._query[sig] for b in eb[False]]
+            ran = {b for _, b in others}
+            if others and not ran & set(by[True]):
+                out.append(f"{sig}: made only under capture, running {'/'.join(by[True])}; "
+                           f"eagerly this query went to {others[0][0]} instead, running "
+                           f"{'/'.join(sorted(ran))} (the code passes other arguments while "
+                           f"capturing); {self._pin(by[True][0])}")
         return out
+
+    @staticmethod
+    def _pin(backend: str) -> str:
+        return ("pin one backend for both, e.g. wrap the model's forward (eager steps and the "
+                "capture alike) in `with torch.nn.attention.sdpa_kernel(torch.nn.attention."
+                f"SDPBackend.{backend}):`")
 
 
 # ---------------------------------------------------------------- generators and buffers

@@ -155,6 +155,42 @@ class Sdpa(unittest.TestCase):
         self.assertIn(f"torch runs {eager} eagerly and MATH under capture", found[0])
         self.assertIn("sdpa_kernel(torch.nn.attention.SDPBackend.MATH)", found[0])
 
+    def test_a_call_with_other_arguments_under_capture_and_another_backend_is_named(self):
+        # as transformers' BERT would if its host-side mask test went another way while capturing:
+        # eagerly no mask (the mask was all ones), under capture the mask, and another kernel
+        q, k, v = self.qkv()
+        mask = torch.zeros(q.shape[0], 1, q.shape[2], q.shape[2])
+        rec = self.recorder()
+        with rec:
+            for _ in range(2):  # the check's two eager runs
+                self.F.scaled_dot_product_attention(q, k, v)
+            self.phase["capture"] = True
+            with self.pin(self.B.MATH):
+                self.F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+        eager = self.B(int(torch._fused_sdp_choice(q, k, v, None, 0.0, False))).name
+        found = rec.findings()
+        if eager == "MATH":
+            self.assertEqual(found, [], "this torch runs MATH here anyway: nothing differs")
+            return
+        self.assertEqual(len(found), 1, found)
+        self.assertIn("attn_mask", found[0].split(":")[0], "the call made under capture")
+        self.assertIn("made only under capture, running MATH", found[0])
+        self.assertIn(f"running {eager} (the code passes other arguments", found[0])
+        self.assertIn("sdpa_kernel(torch.nn.attention.SDPBackend.MATH)", found[0])
+
+    def test_other_arguments_under_capture_with_the_same_backend_are_no_finding(self):
+        q, k, v = self.qkv()
+        mask = torch.zeros(q.shape[0], 1, q.shape[2], q.shape[2])
+        rec = self.recorder()
+        with rec:
+            with self.pin(self.B.MATH):
+                self.F.scaled_dot_product_attention(q, k, v)
+                self.phase["capture"] = True
+                self.F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+                # another query, only under capture: nothing eager to hold it to
+                self.F.scaled_dot_product_attention(q[:, :1], k[:, :1], v[:, :1])
+        self.assertEqual(rec.findings(), [])
+
     def test_same_backends_no_finding_and_calls_kept_apart_by_signature(self):
         rec = self.recorder()
         with rec:
