@@ -134,6 +134,17 @@ class Sdpa(unittest.TestCase):
         q = torch.randn(b, h, s, d)
         return q, torch.randn(b, h, s, d), torch.randn(b, h, s, d)
 
+    def one_finding(self, rec, q, k, v):
+        """The backend torch runs eagerly for q, k, v and the recorder's findings, asserted to be
+        one; None for the findings where that backend is MATH (then nothing may differ)."""
+        eager = self.B(int(torch._fused_sdp_choice(q, k, v, None, 0.0, False))).name
+        found = rec.findings()
+        if eager == "MATH":
+            self.assertEqual(found, [], "this torch runs MATH here anyway: nothing differs")
+            return eager, None
+        self.assertEqual(len(found), 1, found)
+        return eager, found
+
     def test_a_backend_that_differs_under_capture_is_named_with_the_pin(self):
         orig = self.F.scaled_dot_product_attention
         q, k, v = self.qkv()
@@ -145,12 +156,9 @@ class Sdpa(unittest.TestCase):
             with self.pin(self.B.MATH):
                 self.F.scaled_dot_product_attention(q, k, v)
         self.assertIs(self.F.scaled_dot_product_attention, orig, "the recorder is gone after")
-        eager = self.B(int(torch._fused_sdp_choice(q, k, v, None, 0.0, False))).name
-        found = rec.findings()
-        if eager == "MATH":
-            self.assertEqual(found, [], "this torch runs MATH here anyway: nothing differs")
+        eager, found = self.one_finding(rec, q, k, v)
+        if found is None:
             return
-        self.assertEqual(len(found), 1, found)
         self.assertIn(f"query {list(q.shape)} float32", found[0])
         self.assertIn(f"torch runs {eager} eagerly and MATH under capture", found[0])
         self.assertIn("sdpa_kernel(torch.nn.attention.SDPBackend.MATH)", found[0])
@@ -167,12 +175,9 @@ class Sdpa(unittest.TestCase):
             self.phase["capture"] = True
             with self.pin(self.B.MATH):
                 self.F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
-        eager = self.B(int(torch._fused_sdp_choice(q, k, v, None, 0.0, False))).name
-        found = rec.findings()
-        if eager == "MATH":
-            self.assertEqual(found, [], "this torch runs MATH here anyway: nothing differs")
+        eager, found = self.one_finding(rec, q, k, v)
+        if found is None:
             return
-        self.assertEqual(len(found), 1, found)
         self.assertIn("attn_mask", found[0].split(":")[0], "the call made under capture")
         self.assertIn("made only under capture, running MATH", found[0])
         self.assertIn(f"running {eager} (the code passes other arguments", found[0])

@@ -126,18 +126,24 @@ def equal_training(kind, pin=None):
     return same, detail
 
 
+def verify(kind):
+    """None when a fresh module of the kind graphs with the check passing, else the mismatch."""
+    m, args = case(kind)
+    torch.manual_seed(1234)
+    try:
+        rt.make_graphed_callables(m, args)
+        return None
+    except rt.GraphMismatch as e:
+        return e
+
+
 def main():
     rt.install()
     print(f"info  torch {torch.__version__}, {torch.cuda.get_device_name()}", flush=True)
     for kind in ("encoder, BERT's extended padding mask", "encoder, no mask",
                  "whole model (input ids, 2-D mask)"):
-        m, args = case(kind)
-        torch.manual_seed(1234)
         try:
-            rt.make_graphed_callables(m, args)
-            verdict = None
-        except rt.GraphMismatch as e:
-            verdict = e
+            verdict = verify(kind)
         except Exception as e:  # noqa: BLE001 - torch refusing the capture is a finding
             print(f"info  {kind}: torch cannot capture it ({type(e).__name__}: "
                   f"{str(e).splitlines()[0][:200]})", flush=True)
@@ -151,15 +157,10 @@ def main():
         if verdict.sdpa:
             pin = getattr(SDPBackend, verdict.sdpa[0].split("SDPBackend.")[1].split(")")[0])
             with sdpa_kernel(pin):
-                m, args = case(kind)
-                torch.manual_seed(1234)
-                try:
-                    rt.make_graphed_callables(m, args)
-                    ok = True
-                except rt.GraphMismatch as e:
-                    ok = False
-                    print(f"info  pinned:\n{e}", flush=True)
-            check(ok, f"{kind}: pinned to {pin.name} as advised: verified")
+                again = verify(kind)
+            if again is not None:
+                print(f"info  pinned:\n{again}", flush=True)
+            check(again is None, f"{kind}: pinned to {pin.name} as advised: verified")
             same, detail = equal_training(kind, pin)
             check(same, f"{kind}: pinned to {pin.name}: 10 graphed training steps = 10 eager "
                   f"steps ({detail})")
