@@ -18,15 +18,21 @@
 #include "rng/generator.h"
 
 /* Under the generator's lock: takes the generator for `claim` (NULL: nothing to take); 0 when
- * another tracker holds it. The claim's one rule, for the fast path and generator.c's take. */
-static inline int recap__generator_take_fast(recap_generator_h gen, struct recap_tracker *claim)
+ * another tracker holds it, named in *holder_p when holder_p is not NULL (the holder seen: it
+ * may give the generator back right after, with one store outside this lock). The claim's one
+ * rule, for the fast path and generator.c's take. */
+static inline int recap__generator_take_fast(recap_generator_h gen, struct recap_tracker *claim,
+                                             struct recap_tracker **holder_p)
 {
     struct recap_tracker *holder;
 
     if (claim != NULL) {
         holder = __atomic_load_n(&gen->forker, __ATOMIC_RELAXED);
-        if (holder != NULL && holder != claim)
+        if (holder != NULL && holder != claim) {
+            if (holder_p != NULL)
+                *holder_p = holder;
             return 0;
+        }
         __atomic_store_n(&gen->forker, claim, __ATOMIC_RELAXED);
     }
     return 1;
@@ -46,7 +52,7 @@ static inline int recap__generator_try_exchange(recap_generator_h gen, struct re
     gs = gen->state;
     /* A host state is never captured; a device one is only while a capture runs somewhere. */
     if (gs->fw != NULL || (gs->device >= 0 && recap__captures_running()) ||
-        !recap__generator_take_fast(gen, claim)) {
+        !recap__generator_take_fast(gen, claim, NULL)) {
         recap__unlock_in_section(&gen->lock);
         return 0;
     }
@@ -71,7 +77,7 @@ static inline int recap__generator_try_install(recap_generator_h gen, struct rec
     if (gen->fw != NULL)
         return 0;
     recap__lock_in_section(&gen->lock);
-    if (!recap__generator_take_fast(gen, claim)) {
+    if (!recap__generator_take_fast(gen, claim, NULL)) {
         recap__unlock_in_section(&gen->lock);
         return 0;
     }

@@ -224,23 +224,15 @@ recap_status_t recap__generator_set_value(recap_generator_h gen, uint64_t seed, 
     return st;
 }
 
-/* Under the generator's lock: takes the generator for tracker `claim` (NULL: nothing to take).
- * Plain loads and stores: every claim is made under this lock, and the holder gives it back with
- * one store (tracker/fork.c), so a claim sees either the holder or NULL. */
-static int take(recap_generator_h gen, struct recap_tracker *claim, struct recap_tracker **holder_p)
-{
-    if (recap__generator_take_fast(gen, claim)) /* the rule itself: rng/exchange.h */
-        return 1;
-    *holder_p = __atomic_load_n(&gen->forker, __ATOMIC_RELAXED);
-    return 0;
-}
-
-/* Locks the generator and takes it for `claim`; 0, unlocked, when another tracker holds it. */
+/* Locks the generator and takes it for `claim` (NULL: nothing to take) by the claim's rule in
+ * rng/exchange.h; 0, unlocked, when another tracker holds it: *holder_p is the holder that rule
+ * saw (every claim is made under this lock and the holder gives it back with one store,
+ * tracker/fork.c, so a second load could find it given back and name no holder). */
 static int lock_taken(recap_generator_h gen, struct recap_tracker *claim,
                       struct recap_tracker **holder_p)
 {
     recap__lock(&gen->lock);
-    if (take(gen, claim, holder_p))
+    if (recap__generator_take_fast(gen, claim, holder_p))
         return 1;
     recap__unlock(&gen->lock);
     return 0;
