@@ -306,23 +306,29 @@ static void *other_thread(void *arg)
     return NULL;
 }
 
-static void two_thread_row(bench_ctx_t *c, double anchor)
+/* A row: fn's batches alternated with the get+set pair's (the anchor of every row). */
+static void anchored_row(const char *what, batch_fn fn, bench_ctx_t *c)
+{
+    double ns, anchor, ratio = median_ratio(fn, get_set_state, c, &ns, &anchor);
+
+    printf("| %s | %.1f | get+set pair %.1f ns | %.2f |\n", what, ns, anchor, ratio);
+}
+
+static void two_thread_row(bench_ctx_t *c)
 {
     pthread_t th;
     int stop = 0;
-    double ns;
 
     setup(c, 0);
     if (pthread_create(&th, NULL, other_thread, &stop) != 0) {
         teardown(c);
         return;
     }
-    ns = median_ns(fork_unfork, c);
+    anchored_row("fork+unfork (value mode) while another thread forks its own tracker",
+                 fork_unfork, c);
     __atomic_store_n(&stop, 1, __ATOMIC_RELAXED);
     pthread_join(th, NULL);
     teardown(c);
-    printf("| fork+unfork (value mode) while another thread forks its own tracker | %.1f | "
-           "get+set pair %.1f ns | %.2f |\n", ns, anchor, ns / anchor);
 }
 
 static void event_rows(bench_ctx_t *c)
@@ -349,29 +355,26 @@ int main(void)
          RECAP_TRACKER_GRAPH_SAFE},
     };
     bench_ctx_t c = {0};
-    double anchor, mutex, ns;
     size_t i;
 
     pthread_mutex_init(&c.mutex, NULL);
     CHECK(recap_generator_create(RECAP_DEVICE_HOST, &c.gen));
-    anchor = median_ns(get_set_state, &c);
-    mutex = median_ns(mutex_pair, &c);
-    printf("| operation | median ns | anchor | ratio |\n|---|---:|---|---:|\n");
-    printf("| generator get_state+set_state pair | %.1f | (anchor) | 1.00 |\n", anchor);
-    printf("| uncontended pthread mutex lock+unlock | %.1f | get+set pair %.1f ns | %.2f |\n",
-           mutex, anchor, mutex / anchor);
+    printf("| operation | median ns | anchor (alternated with it) | median ratio |\n"
+           "|---|---:|---|---:|\n");
+    printf("| generator get_state+set_state pair | %.1f | (anchor) | 1.00 |\n",
+           median_ns(get_set_state, &c));
+    anchored_row("uncontended pthread mutex lock+unlock", mutex_pair, &c);
     for (i = 0; i < sizeof(ops) / sizeof(ops[0]); i++) {
         setup(&c, ops[i].flags);
-        ns = median_ns(ops[i].fn, &c);
-        printf("| %s | %.1f | get+set pair %.1f ns | %.2f |\n", ops[i].what, ns, anchor,
-               ns / anchor);
+        anchored_row(ops[i].what, ops[i].fn, &c);
         teardown(&c);
     }
-    two_thread_row(&c, anchor);
+    two_thread_row(&c);
     framework_rows(&c);
     event_rows(&c);
-    printf("\n%d batches of %d operations each, median; %d named states.\n", REPS, BATCH,
-           NSTATES);
+    printf("\n%d batches of %d operations each, median; a row with the anchor alternates their "
+           "batches and gives the median of the %d ratios; %d named states.\n", REPS, BATCH,
+           REPS, NSTATES);
     recap_generator_destroy(c.gen);
     pthread_mutex_destroy(&c.mutex);
     return 0;

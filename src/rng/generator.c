@@ -128,13 +128,13 @@ recap_status_t recap_generator_device(recap_generator_h gen, int *device_p)
 
 static recap__genstate_t *lock_state(recap_generator_h gen)
 {
-    recap__lock(&gen->lock);
+    recap__rlock(&gen->lock);
     return gen->state;
 }
 
 static void unlock_state(recap_generator_h gen)
 {
-    recap__unlock(&gen->lock);
+    recap__runlock(&gen->lock);
 }
 
 static uint64_t load64(const uint64_t *p)
@@ -199,9 +199,9 @@ recap_status_t recap__generator_get_value(recap_generator_h gen, uint64_t *seed,
     recap_status_t st;
 
     if (gen->fw != NULL) {
-        recap__lock(&gen->lock);
+        recap__rlock(&gen->lock);
         st = recap__fw_get(gen, seed, offset);
-        recap__unlock(&gen->lock);
+        recap__runlock(&gen->lock);
         return st;
     }
     st = get_value(lock_state(gen), seed, offset);
@@ -214,9 +214,9 @@ recap_status_t recap__generator_set_value(recap_generator_h gen, uint64_t seed, 
     recap_status_t st;
 
     if (gen->fw != NULL) {
-        recap__lock(&gen->lock);
+        recap__rlock(&gen->lock);
         st = recap__fw_set(gen, seed, offset);
-        recap__unlock(&gen->lock);
+        recap__runlock(&gen->lock);
         return st;
     }
     st = set_value(lock_state(gen), seed, offset);
@@ -231,10 +231,10 @@ recap_status_t recap__generator_set_value(recap_generator_h gen, uint64_t seed, 
 static int lock_taken(recap_generator_h gen, struct recap_tracker *claim,
                       struct recap_tracker **holder_p)
 {
-    recap__lock(&gen->lock);
+    recap__rlock(&gen->lock);
     if (recap__generator_take_fast(gen, claim, holder_p))
         return 1;
-    recap__unlock(&gen->lock);
+    recap__runlock(&gen->lock);
     return 0;
 }
 
@@ -273,7 +273,7 @@ recap_status_t recap__generator_exchange_value(recap_generator_h gen, struct rec
     }
     if (st != RECAP_OK)
         untake(gen, claim);
-    recap__unlock(&gen->lock);
+    recap__runlock(&gen->lock);
     if (st == RECAP_OK) {
         *seed = s;
         *offset = o;
@@ -298,7 +298,7 @@ recap_status_t recap__generator_install_genstate(recap_generator_h gen, struct r
     }
     if (st != RECAP_OK)
         untake(gen, claim);
-    recap__unlock(&gen->lock);
+    recap__runlock(&gen->lock);
     if (st == RECAP_OK)
         *old_p = old;
     return st;
@@ -414,14 +414,14 @@ static recap_status_t draw_framework(recap_generator_h gen, uint64_t inc, recap_
     uint64_t seed, offset;
     recap_status_t st;
 
-    recap__lock(&gen->lock);
+    recap__rlock(&gen->lock);
     st = recap__fw_get(gen, &seed, &offset);
     if (st == RECAP_OK && offset + inc < offset)
         st = recap__fail(RECAP_ERR_INVALID_ARG, "offset %llu + %llu overflows 64 bits",
                          (unsigned long long)offset, (unsigned long long)inc);
     if (st == RECAP_OK)
         st = recap__fw_set(gen, seed, offset + inc);
-    recap__unlock(&gen->lock);
+    recap__runlock(&gen->lock);
     if (st != RECAP_OK)
         return st;
     args->captured = 0;

@@ -50,7 +50,8 @@ typedef struct recap__genstate {
     struct recap__genstate *reg_prev, *reg_next; /* registry of device states (priming) */
 } recap__genstate_t;
 
-/* `lock` protects which state is installed and orders draws through this generator. A
+/* `lock` protects which state is installed and orders draws through this generator; a tracker
+ * driving recap's own generator takes it as its own lock (tracker/tracker.h), hence recursive. A
  * framework generator (fw != NULL) keeps in `state` the wrapper of the object it last installed
  * in graph-safe mode (NULL until then): the framework holds the truth. `drivers` counts the
  * trackers driving the generator, so it is not destroyed under them. `forker` is the tracker
@@ -61,11 +62,15 @@ typedef struct recap__genstate {
 struct recap_generator {
     uint32_t magic; /* RECAP_MAGIC_GENERATOR while live (base/handle.h) */
     int device;
-    recap__lock_t lock;
+    recap__rlock_t lock;
     int drivers;
     recap__genstate_t *state;
     struct recap__fw *fw;
     struct recap_tracker *forker;
+    /* Whether a tracker holds this generator's lock as its own while it takes another
+     * generator's (outer), and whether this one's is taken so (inner): tracker.c keeps the two
+     * apart, so such nestings form no cycle. Set once, under tracker.c's share_lock. */
+    unsigned char lock_outer, lock_inner;
 };
 
 recap__genstate_t *recap__genstate_new(int device, uint64_t seed, uint64_t offset);

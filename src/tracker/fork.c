@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * fork/unfork: install a named state in the tracker's generator and put the outer one back.
- * This runs around every dropout of every layer, so it takes the tracker's lock once, the
- * generator's lock once, allocates nothing in steady state and finds the name by a cached slot.
+ * This runs around every dropout of every layer, so it takes one lock (the tracker's, which is
+ * its generator's when that is recap's own: tracker.c's choose_lock; else the tracker's and then
+ * the generator's), allocates nothing in steady state and finds the name by a cached slot.
  * The case a training step meets (recap's own generator, no capture, a state other than the
  * current one, frames to spare) runs inline under the tracker's lock (fork_fast, unfork_fast);
  * any other case gives up there with nothing changed and takes the full path (fork_locked,
@@ -136,7 +137,7 @@ static inline int fork_value_fast(recap_tracker_h t, recap__frame_t *f, int i, i
 {
     uint64_t seed = t->slots[i]->e.seed, offset = t->slots[i]->e.offset;
 
-    if (!recap__generator_try_exchange(t->gen, claim, &seed, &offset))
+    if (!recap__generator_try_exchange(t->gen, recap__tracker_holds_gen(t), claim, &seed, &offset))
         return 0;
     if (cur >= 0) {
         t->slots[cur]->e.seed = seed;
@@ -154,7 +155,7 @@ static inline int fork_object_fast(recap_tracker_h t, recap__frame_t *f, int i, 
 {
     recap__genstate_t *old, *s = lend(t->slots[i]);
 
-    if (!recap__generator_try_install(t->gen, claim, s, &old)) {
+    if (!recap__generator_try_install(t->gen, recap__tracker_holds_gen(t), claim, s, &old)) {
         unlend(t->slots[i]);
         return 0;
     }
@@ -207,14 +208,14 @@ static __attribute__((noinline)) recap_status_t fork_locked(recap_tracker_h trac
     int i = -1;
 
     if (tracker->depth == tracker->frames_cap && grow_frames(tracker) != RECAP_OK) {
-        recap__unlock(&tracker->lock);
+        recap__tracker_unlock(tracker);
         return recap__fail(RECAP_ERR_NO_MEMORY, "fork frames");
     }
     f = &tracker->frames[tracker->depth];
     if (!(tracker->flags & RECAP_TRACKER_INFERENCE)) {
         i = recap__tracker_find(tracker, name);
         if (i < 0) {
-            recap__unlock(&tracker->lock);
+            recap__tracker_unlock(tracker);
             return recap__fail(RECAP_ERR_NOT_FOUND, "fork of \"%.*s\": no such state was added",
                                RECAP_NAME_MAX, name);
         }
@@ -223,7 +224,7 @@ static __attribute__((noinline)) recap_status_t fork_locked(recap_tracker_h trac
         else
             st = fork_value(tracker, f, i, &holder);
         if (st != RECAP_OK) {
-            recap__unlock(&tracker->lock);
+            recap__tracker_unlock(tracker);
             return holder != NULL ? refuse_claim(name, holder) : st;
         }
     }
@@ -234,7 +235,7 @@ static __attribute__((noinline)) recap_status_t fork_locked(recap_tracker_h trac
         tracker->current = i;
     tracker->depth++;
     *token_p = f->token;
-    recap__unlock(&tracker->lock);
+    recap__tracker_unlock(tracker);
     return RECAP_OK;
 }
 
@@ -244,11 +245,12 @@ recap_status_t recap_tracker_fork(recap_tracker_h tracker, const char *name,
     RECAP_CHECK_HANDLE(tracker, RECAP_MAGIC_TRACKER, "tracker");
     RECAP_CHECK_ARG(name != NULL && token_p != NULL, "NULL argument");
     RECAP_CHECK_NOT_IN_FRAMEWORK_OP("recap_tracker_fork");
-    recap__lock(&tracker->lock);
+    recap__tracker_lock_bare(tracker);
     if (__builtin_expect(fork_fast(tracker, name, token_p), 1)) {
-        recap__unlock(&tracker->lock);
+        recap__tracker_unlock_bare(tracker);
         return RECAP_OK;
     }
+    recap__tracker_adopt(tracker);
     return fork_locked(tracker, name, token_p);
 }
 
@@ -338,12 +340,14 @@ static inline int unfork_fast(recap_tracker_h t, recap_fork_token_t token)
     s = t->slots[f->slot];
     if (t->flags & RECAP_TRACKER_GRAPH_SAFE) {
         if ((f->outer >= 0 && t->slots[f->outer]->obj != f->saved) ||
-            !recap__generator_try_install(t->gen, NULL, f->saved, &old))
+            !recap__generator_try_install(t->gen, recap__tracker_holds_gen(t), NULL, f->saved,
+                                          &old))
             return 0;
         keep_object(s, old);
     } else {
         outer_value(t, f, &seed, &offset);
-        if (!recap__generator_try_exchange(t->gen, NULL, &seed, &offset))
+        if (!recap__generator_try_exchange(t->gen, recap__tracker_holds_gen(t), NULL, &seed,
+                                           &offset))
             return 0;
         s->e.seed = seed;
         s->e.offset = offset;
@@ -364,7 +368,7 @@ static __attribute__((noinline)) recap_status_t unfork_locked(recap_tracker_h tr
 
     depth = tracker->depth;
     if (depth == 0 || tracker->frames[depth - 1].token != token) {
-        recap__unlock(&tracker->lock);
+        recap__tracker_unlock(tracker);
         if (depth == 0)
             return recap__fail(RECAP_ERR_STATE, "unfork without an open fork");
         return recap__fail(RECAP_ERR_STATE, "unfork of token %llu, but the innermost open fork "
@@ -387,7 +391,7 @@ static __attribute__((noinline)) recap_status_t unfork_locked(recap_tracker_h tr
         if (f->slot >= 0)
             release_generator(tracker);
     }
-    recap__unlock(&tracker->lock);
+    recap__tracker_unlock(tracker);
     return st;
 }
 
@@ -395,10 +399,11 @@ recap_status_t recap_tracker_unfork(recap_tracker_h tracker, recap_fork_token_t 
 {
     RECAP_CHECK_HANDLE(tracker, RECAP_MAGIC_TRACKER, "tracker");
     RECAP_CHECK_NOT_IN_FRAMEWORK_OP("recap_tracker_unfork");
-    recap__lock(&tracker->lock);
+    recap__tracker_lock_bare(tracker);
     if (__builtin_expect(unfork_fast(tracker, token), 1)) {
-        recap__unlock(&tracker->lock);
+        recap__tracker_unlock_bare(tracker);
         return RECAP_OK;
     }
+    recap__tracker_adopt(tracker);
     return unfork_locked(tracker, token);
 }

@@ -36,9 +36,9 @@ static int has_name(recap_tracker_h t, const char *name)
 {
     int found;
 
-    recap__lock(&t->lock);
+    recap__tracker_lock(t);
     found = recap__tracker_find(t, name) >= 0;
-    recap__unlock(&t->lock);
+    recap__tracker_unlock(t);
     return found;
 }
 
@@ -189,13 +189,13 @@ recap_status_t recap__tracker_replace(recap_tracker_h t, const recap__entry_t *e
 
     if (st != RECAP_OK)
         return st;
-    recap__lock(&t->lock);
+    recap__tracker_lock(t);
     depth = t->depth;
     if (depth == 0)
         st = recap__map_commit(t, &m, gv);
     if (depth == 0 && st == RECAP_OK)
         then(t, arg);
-    recap__unlock(&t->lock);
+    recap__tracker_unlock(t);
     recap__map_free(&m);
     if (depth > 0)
         return recap__fail(RECAP_ERR_STATE, "%s with %zu fork(s) open: the forks would end on "

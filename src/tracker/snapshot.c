@@ -102,17 +102,17 @@ recap_status_t recap_snapshot_take(recap_tracker_h tracker, recap_snapshot_h sna
     RECAP_CHECK_NOT_IN_FRAMEWORK_OP("recap_snapshot_take");
     /* Grow outside the lock; an add in between makes us look again. */
     for (;;) {
-        recap__lock(&tracker->lock);
+        recap__tracker_lock(tracker);
         n = tracker->nslots;
         if (snap->cap >= n)
             break;
-        recap__unlock(&tracker->lock);
+        recap__tracker_unlock(tracker);
         st = snap_reserve(snap, n);
         if (st != RECAP_OK)
             return st;
     }
     st = take_locked(tracker, snap);
-    recap__unlock(&tracker->lock);
+    recap__tracker_unlock(tracker);
     return st;
 }
 
@@ -246,7 +246,7 @@ recap_status_t recap_snapshot_restore(recap_tracker_h tracker, recap_snapshot_h 
         return recap__fail(RECAP_ERR_INVALID_ARG, "the snapshot %s a host generator state and "
                            "the tracker %s a host generator", has_host ? "holds" : "holds no",
                            tracker->host_gen ? "has" : "has no");
-    recap__lock(&tracker->lock);
+    recap__tracker_lock(tracker);
     if (names_fit(tracker, snap)) {
         recap_status_t st = check_fork(tracker, snap);
 
@@ -256,10 +256,10 @@ recap_status_t recap_snapshot_restore(recap_tracker_h tracker, recap_snapshot_h 
             write_values(tracker, snap);
         if (st == RECAP_OK && !(tracker->flags & RECAP_TRACKER_GRAPH_SAFE))
             tracker->current = snap->current;
-        recap__unlock(&tracker->lock);
+        recap__tracker_unlock(tracker);
         return st;
     }
-    recap__unlock(&tracker->lock);
+    recap__tracker_unlock(tracker);
     gv.set_gen = gv.set_host = 1;
     gv.gen_seed = snap->gen_seed;
     gv.gen_offset = snap->gen_offset;
@@ -273,7 +273,7 @@ const char *recap__snapshot_fork_of(recap_tracker_h tracker, recap_snapshot_h sn
 {
     const char *r = NULL;
 
-    recap__lock(&tracker->lock);
+    recap__tracker_lock(tracker);
     if (snap->valid && snap->current >= 0 && names_fit(tracker, snap) &&
         snap->current != tracker->current) {
         const recap__entry_t *e = &tracker->slots[snap->current]->e;
@@ -281,6 +281,6 @@ const char *recap__snapshot_fork_of(recap_tracker_h tracker, recap_snapshot_h sn
         name[e->len] = '\0';
         r = name;
     }
-    recap__unlock(&tracker->lock);
+    recap__tracker_unlock(tracker);
     return r;
 }

@@ -42,10 +42,10 @@ recap_status_t recap_tracker_get_states(recap_tracker_h tracker, recap_states_h 
         s = states_alloc(n);
         if (s == NULL)
             return recap__fail(RECAP_ERR_NO_MEMORY, "states object");
-        recap__lock(&tracker->lock);
+        recap__tracker_lock(tracker);
         if (tracker->nslots <= n)
             break;
-        recap__unlock(&tracker->lock);
+        recap__tracker_unlock(tracker);
         recap_states_free(s);
     }
     s->n = tracker->nslots;
@@ -53,7 +53,7 @@ recap_status_t recap_tracker_get_states(recap_tracker_h tracker, recap_states_h 
         s->e[i] = tracker->slots[i]->e;
         st = recap__slot_get(tracker, i, &s->e[i].seed, &s->e[i].offset);
     }
-    recap__unlock(&tracker->lock);
+    recap__tracker_unlock(tracker);
     if (st != RECAP_OK) {
         recap_states_free(s);
         return st;
@@ -72,13 +72,13 @@ recap_status_t recap_tracker_state_object(recap_tracker_h tracker, const char *n
     RECAP_CHECK_ARG(tracker->gen->fw != NULL && (tracker->flags & RECAP_TRACKER_GRAPH_SAFE),
                     "state objects belong to graph-safe trackers on framework generators");
     RECAP_CHECK_NOT_IN_FRAMEWORK_OP("recap_tracker_state_object");
-    recap__lock(&tracker->lock);
+    recap__tracker_lock(tracker);
     i = recap__tracker_find(tracker, name);
     if (i < 0)
         st = recap__fail(RECAP_ERR_NOT_FOUND, "no state \"%.*s\"", RECAP_NAME_MAX, name);
     else
         *obj_p = tracker->slots[i]->obj->fobj;
-    recap__unlock(&tracker->lock);
+    recap__tracker_unlock(tracker);
     return st;
 }
 

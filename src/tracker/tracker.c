@@ -84,6 +84,42 @@ recap_status_t recap__slot_get(recap_tracker_h t, size_t i, uint64_t *seed, uint
     return recap__genstate_get_value(s->obj, seed, offset);
 }
 
+/*
+ * A tracker over recap's own generator takes the generator's lock as its own: a fork then takes
+ * one lock where it took the tracker's and then the generator's, which was most of its cost on
+ * hosts where a locked instruction is dear (bench_tracker). The generator's draws and the
+ * tracker's operations then exclude each other, as the tracker's forks and the draws already did
+ * through the generator's lock. A framework generator (or host generator) keeps the tracker's own
+ * lock: its operations are the host's code, which must not run under a lock its draws take.
+ *
+ * A tracker's snapshots, restores and seeding take its host generator's lock while holding its
+ * own, so sharing orders two generators' locks: tracker A over G with host H holds G while it
+ * takes H, and tracker B over H with host G would hold H while it takes G. A generator whose lock
+ * is so held while another's is taken (outer) never becomes one taken under another's (inner),
+ * nor the reverse: every such edge then goes from an outer to an inner generator, no chain of
+ * two exists, and no cycle. A tracker that would break that keeps its own lock (as before); the
+ * marks stay (a later tracker may hold the same pair).
+ */
+static recap__lock_t share_lock = RECAP_LOCK_INIT;
+
+static void choose_lock(recap_tracker_h t)
+{
+    recap_generator_h g = t->gen, h = t->host_gen;
+
+    t->lock = &t->own_lock;
+    if (g->fw != NULL || (h != NULL && h->fw != NULL))
+        return;
+    recap__lock(&share_lock);
+    if (h == NULL) {
+        t->lock = &g->lock;
+    } else if (!g->lock_inner && !h->lock_outer) {
+        g->lock_outer = 1;
+        h->lock_inner = 1;
+        t->lock = &g->lock;
+    }
+    recap__unlock(&share_lock);
+}
+
 static recap_status_t tracker_alloc(const recap_tracker_params_t *p, recap_tracker_h *t_p)
 {
     recap_tracker_h t = calloc(1, sizeof(*t));
@@ -98,6 +134,7 @@ static recap_status_t tracker_alloc(const recap_tracker_params_t *p, recap_track
         free(t);
         return recap__fail(RECAP_ERR_NO_MEMORY, "tracker");
     }
+    t->lock = &t->own_lock;
     t->seeds_cap = t->frames_cap = RECAP__INITIAL_CAP;
     t->params = *p;
     t->flags = p->flags;
@@ -160,6 +197,7 @@ recap_status_t recap_tracker_create(const recap_tracker_params_t *params, recap_
     }
     t->device = t->gen->device;
     t->host_gen = params->host_generator;
+    choose_lock(t);
     recap__generator_drive(t->gen, 1);
     if (t->host_gen != NULL)
         recap__generator_drive(t->host_gen, 1);
@@ -185,21 +223,21 @@ recap_status_t recap__tracker_destroy(recap_tracker_h tracker)
 {
     recap__map_t m = {0};
 
-    recap__lock(&tracker->lock);
+    recap__tracker_lock(tracker);
     if (tracker->depth > 0) {
         size_t depth = tracker->depth;
-        recap__unlock(&tracker->lock);
+        recap__tracker_unlock(tracker);
         return recap__fail(RECAP_ERR_STATE, "tracker destroyed with %zu fork(s) open: its "
                            "generator would keep a named state; unfork first", depth);
     }
     if (tracker->users > 0) {
         size_t users = tracker->users;
-        recap__unlock(&tracker->lock);
+        recap__tracker_unlock(tracker);
         return recap__fail(RECAP_ERR_STATE, "tracker destroyed while %zu recompute region(s) "
                            "or checkpoint(s) use it (they restore its states when they rebuild): "
                            "destroy them first", users);
     }
-    recap__unlock(&tracker->lock);
+    recap__tracker_unlock(tracker);
     /* First, so that an exact-capture scope snapshotting it in another thread finishes with a
      * live handle. */
     recap__scope_untrack(tracker);
@@ -222,9 +260,9 @@ recap_status_t recap__tracker_destroy(recap_tracker_h tracker)
 
 void recap__tracker_use(recap_tracker_h tracker, int d)
 {
-    recap__lock(&tracker->lock);
+    recap__tracker_lock(tracker);
     tracker->users += (size_t)(ptrdiff_t)d;
-    recap__unlock(&tracker->lock);
+    recap__tracker_unlock(tracker);
 }
 
 static void forget_seeds(recap_tracker_h t, void *arg)
@@ -245,9 +283,9 @@ recap_status_t recap_tracker_is_initialized(recap_tracker_h tracker, int *initia
     RECAP_CHECK_HANDLE(tracker, RECAP_MAGIC_TRACKER, "tracker");
     RECAP_CHECK_ARG(initialized_p != NULL, "NULL argument");
     RECAP_CHECK_NOT_IN_FRAMEWORK_OP("recap_tracker_is_initialized");
-    recap__lock(&tracker->lock);
+    recap__tracker_lock(tracker);
     *initialized_p = tracker->initialized;
-    recap__unlock(&tracker->lock);
+    recap__tracker_unlock(tracker);
     return RECAP_OK;
 }
 
@@ -272,9 +310,9 @@ recap_status_t recap_tracker_current_name(recap_tracker_h tracker, const char **
     RECAP_CHECK_HANDLE(tracker, RECAP_MAGIC_TRACKER, "tracker");
     RECAP_CHECK_ARG(name_p != NULL, "NULL argument");
     RECAP_CHECK_NOT_IN_FRAMEWORK_OP("recap_tracker_current_name");
-    recap__lock(&tracker->lock);
+    recap__tracker_lock(tracker);
     *name_p = tracker->current < 0 ? RECAP_RNG_DEFAULT : tracker->slots[tracker->current]->e.name;
-    recap__unlock(&tracker->lock);
+    recap__tracker_unlock(tracker);
     return RECAP_OK;
 }
 
@@ -344,9 +382,9 @@ recap_status_t recap_tracker_add(recap_tracker_h tracker, const char *name, uint
     st = recap__map_prepare(tracker, &e, 1, &m);
     if (st != RECAP_OK)
         return st;
-    recap__lock(&tracker->lock);
+    recap__tracker_lock(tracker);
     st = add_locked(tracker, &m);
-    recap__unlock(&tracker->lock);
+    recap__tracker_unlock(tracker);
     if (st == RECAP_OK)
         m.n = 0; /* the slot now belongs to the tracker */
     recap__map_free(&m);
