@@ -1183,6 +1183,7 @@ END_TEST
 
 typedef struct {
     recap_tracker_h t;
+    pthread_barrier_t *start;
     int failed;
 } crossed_t;
 
@@ -1193,7 +1194,10 @@ static void *crossed_run(void *arg)
     recap_fork_token_t tok;
     int i, bad = 0;
 
-    if (recap_snapshot_create(&snap) != RECAP_OK) {
+    if (recap_snapshot_create(&snap) != RECAP_OK)
+        bad = 1;
+    pthread_barrier_wait(c->start); /* both loops overlap from their first round */
+    if (bad) {
         c->failed = 1;
         return NULL;
     }
@@ -1214,6 +1218,7 @@ START_TEST(trackers_on_each_others_host_generators_do_not_deadlock)
     recap_generator_h g, h;
     crossed_t c[2];
     pthread_t th[2];
+    pthread_barrier_t start;
     struct timespec deadline;
     int k;
 
@@ -1225,8 +1230,10 @@ START_TEST(trackers_on_each_others_host_generators_do_not_deadlock)
     p.generator = h;
     p.host_generator = g;
     ck_assert_ok(recap_tracker_create(&p, &c[1].t));
+    ck_assert_int_eq(pthread_barrier_init(&start, NULL, 2), 0);
     for (k = 0; k < 2; k++) {
         c[k].failed = 0;
+        c[k].start = &start;
         ck_assert_ok(recap_tracker_add(c[k].t, "a", 100 + (uint64_t)k));
     }
     for (k = 0; k < 2; k++)
@@ -1238,6 +1245,7 @@ START_TEST(trackers_on_each_others_host_generators_do_not_deadlock)
                       "thread %d did not finish in 60 s: the two trackers deadlocked", k);
         ck_assert_int_eq(c[k].failed, 0);
     }
+    pthread_barrier_destroy(&start);
     for (k = 0; k < 2; k++)
         ck_assert_ok(recap_tracker_destroy(c[k].t));
     ck_assert_ok(recap_generator_destroy(g));

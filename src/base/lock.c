@@ -91,13 +91,8 @@ static void thread_exit(void *arg)
     pthread_mutex_unlock(&threads_lock);
 }
 
-/* The last thread id handed out (lock.h: recap__lock_thread_t.id). */
-static unsigned long long last_id;
-
 static void list_self(recap__lock_thread_t *self)
 {
-    if (self->id == 0)
-        self->id = __atomic_add_fetch(&last_id, 1, __ATOMIC_RELAXED);
     pthread_mutex_lock(&threads_lock);
     if (!exit_key_made)
         exit_key_made = pthread_key_create(&exit_key, thread_exit) == 0;

@@ -52,9 +52,6 @@ typedef struct {
 /* A thread's part in the fork gate. */
 typedef struct recap__lock_thread {
     int depth;       /* critical sections the thread is in */
-    /* The thread's number, from 1, never reused (a forked child goes on counting), given at its
-     * first section: what a recursive lock's owner field holds (recap__rlock_t). */
-    unsigned long long id;
     unsigned inside; /* depth > 0, for the forking thread to read (atomic) */
     int listed;      /* on the list of threads the forking thread reads */
     struct recap__lock_thread *prev, *next;
@@ -152,63 +149,6 @@ static inline void recap__unlock(recap__lock_t *l)
 {
     recap__unlock_in_section(l);
     recap__lock_section_leave();
-}
-
-/*
- * A lock its holder may take again, counted: a generator's lock, which a tracker driving recap's
- * own generator uses as its own lock (tracker/tracker.c says why), so the tracker's operations
- * call the generator's while holding it. `owner` (a relaxed atomic: other threads read it) is the
- * holding thread's id, or 0: it equals the calling thread's id only when this thread stored it
- * and has not cleared it, since ids are never reused, not even by a forked child's new threads
- * for a lock a vanished thread left (that one is taken over as recap__lock does). A thread that
- * never entered a section has id 0 and holds nothing.
- */
-typedef struct {
-    recap__lock_t lock;
-    unsigned nest; /* takes beyond the first, by the owner */
-    unsigned long long owner;
-} recap__rlock_t;
-
-#define RECAP_RLOCK_INIT {RECAP_LOCK_INIT, 0, 0}
-
-static inline int recap__rlock_held(const recap__rlock_t *l)
-{
-    unsigned long long id = recap__lock_self.id;
-
-    return id != 0 && __atomic_load_n(&l->owner, __ATOMIC_RELAXED) == id;
-}
-
-/* After taking l->lock: the calling thread owns it, not nested (nest is reset for a lock taken
- * over in a child). */
-static inline void recap__rlock_adopt(recap__rlock_t *l)
-{
-    l->nest = 0;
-    __atomic_store_n(&l->owner, recap__lock_self.id, __ATOMIC_RELAXED);
-}
-
-/* Takes it when the calling thread does not hold it: no test of the owner. */
-static inline void recap__rlock_take(recap__rlock_t *l)
-{
-    recap__lock(&l->lock);
-    recap__rlock_adopt(l);
-}
-
-static inline void recap__rlock(recap__rlock_t *l)
-{
-    if (recap__rlock_held(l))
-        l->nest++;
-    else
-        recap__rlock_take(l);
-}
-
-static inline void recap__runlock(recap__rlock_t *l)
-{
-    if (l->nest > 0) {
-        l->nest--;
-        return;
-    }
-    __atomic_store_n(&l->owner, 0, __ATOMIC_RELAXED);
-    recap__unlock(&l->lock);
 }
 
 #endif

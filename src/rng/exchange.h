@@ -44,13 +44,13 @@ static inline int recap__generator_take_fast(recap_generator_h gen, struct recap
 static inline void recap__exchange_enter(recap_generator_h gen, int held)
 {
     if (!held)
-        recap__rlock_take(&gen->lock);
+        recap__lock_in_section(&gen->lock);
 }
 
 static inline void recap__exchange_leave(recap_generator_h gen, int held)
 {
     if (!held)
-        recap__runlock(&gen->lock);
+        recap__unlock_in_section(&gen->lock);
 }
 
 /* recap__generator_exchange_value for recap's own state outside captures; the caller is inside a

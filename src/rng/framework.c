@@ -169,11 +169,11 @@ recap_status_t recap__fw_new_state(recap_generator_h gen, uint64_t seed, uint64_
         st = FW_CALL(fw, state_create, seed, &obj);
     } else {
         /* Megatron's way: a clone of the current state, then seeded. */
-        recap__rlock(&gen->lock);
+        recap__gen_lock(gen);
         st = FW_CALL(fw, state_current, &cur);
         if (st == RECAP_OK)
             st = FW_CALL(fw, state_clone, cur, &obj);
-        recap__runlock(&gen->lock);
+        recap__gen_unlock(gen);
     }
     if (st != RECAP_OK)
         return st;
@@ -449,9 +449,9 @@ static recap_status_t value_get(recap_generator_h gen, uint64_t *seed, uint64_t 
 {
     recap_status_t st;
 
-    recap__rlock(&gen->lock);
+    recap__gen_lock(gen);
     st = recap__fw_get(gen, seed, offset);
-    recap__runlock(&gen->lock);
+    recap__gen_unlock(gen);
     return st;
 }
 
@@ -505,9 +505,9 @@ recap_status_t recap__fw_restore_all(const recap__fw_value_t *v, size_t n)
     for (i = 0; i < n; i++) {
         if (fws[i] == NULL)
             continue;
-        recap__rlock(&v[i].gen->lock);
+        recap__gen_lock(v[i].gen);
         st = recap__fw_set(v[i].gen, v[i].seed, v[i].offset);
-        recap__runlock(&v[i].gen->lock);
+        recap__gen_unlock(v[i].gen);
         if (first == RECAP_OK)
             first = st;
     }

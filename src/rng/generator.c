@@ -126,15 +126,17 @@ recap_status_t recap_generator_device(recap_generator_h gen, int *device_p)
     return RECAP_OK;
 }
 
+__thread const recap__lock_t *recap__gen_lock_held __attribute__((tls_model("initial-exec")));
+
 static recap__genstate_t *lock_state(recap_generator_h gen)
 {
-    recap__rlock(&gen->lock);
+    recap__gen_lock(gen);
     return gen->state;
 }
 
 static void unlock_state(recap_generator_h gen)
 {
-    recap__runlock(&gen->lock);
+    recap__gen_unlock(gen);
 }
 
 static uint64_t load64(const uint64_t *p)
@@ -199,9 +201,9 @@ recap_status_t recap__generator_get_value(recap_generator_h gen, uint64_t *seed,
     recap_status_t st;
 
     if (gen->fw != NULL) {
-        recap__rlock(&gen->lock);
+        recap__gen_lock(gen);
         st = recap__fw_get(gen, seed, offset);
-        recap__runlock(&gen->lock);
+        recap__gen_unlock(gen);
         return st;
     }
     st = get_value(lock_state(gen), seed, offset);
@@ -214,9 +216,9 @@ recap_status_t recap__generator_set_value(recap_generator_h gen, uint64_t seed, 
     recap_status_t st;
 
     if (gen->fw != NULL) {
-        recap__rlock(&gen->lock);
+        recap__gen_lock(gen);
         st = recap__fw_set(gen, seed, offset);
-        recap__runlock(&gen->lock);
+        recap__gen_unlock(gen);
         return st;
     }
     st = set_value(lock_state(gen), seed, offset);
@@ -231,10 +233,10 @@ recap_status_t recap__generator_set_value(recap_generator_h gen, uint64_t seed, 
 static int lock_taken(recap_generator_h gen, struct recap_tracker *claim,
                       struct recap_tracker **holder_p)
 {
-    recap__rlock(&gen->lock);
+    recap__gen_lock(gen);
     if (recap__generator_take_fast(gen, claim, holder_p))
         return 1;
-    recap__runlock(&gen->lock);
+    recap__gen_unlock(gen);
     return 0;
 }
 
@@ -273,7 +275,7 @@ recap_status_t recap__generator_exchange_value(recap_generator_h gen, struct rec
     }
     if (st != RECAP_OK)
         untake(gen, claim);
-    recap__runlock(&gen->lock);
+    recap__gen_unlock(gen);
     if (st == RECAP_OK) {
         *seed = s;
         *offset = o;
@@ -298,7 +300,7 @@ recap_status_t recap__generator_install_genstate(recap_generator_h gen, struct r
     }
     if (st != RECAP_OK)
         untake(gen, claim);
-    recap__runlock(&gen->lock);
+    recap__gen_unlock(gen);
     if (st == RECAP_OK)
         *old_p = old;
     return st;
@@ -414,14 +416,14 @@ static recap_status_t draw_framework(recap_generator_h gen, uint64_t inc, recap_
     uint64_t seed, offset;
     recap_status_t st;
 
-    recap__rlock(&gen->lock);
+    recap__gen_lock(gen);
     st = recap__fw_get(gen, &seed, &offset);
     if (st == RECAP_OK && offset + inc < offset)
         st = recap__fail(RECAP_ERR_INVALID_ARG, "offset %llu + %llu overflows 64 bits",
                          (unsigned long long)offset, (unsigned long long)inc);
     if (st == RECAP_OK)
         st = recap__fw_set(gen, seed, offset + inc);
-    recap__runlock(&gen->lock);
+    recap__gen_unlock(gen);
     if (st != RECAP_OK)
         return st;
     args->captured = 0;

@@ -51,7 +51,7 @@ typedef struct recap__genstate {
 } recap__genstate_t;
 
 /* `lock` protects which state is installed and orders draws through this generator; a tracker
- * driving recap's own generator takes it as its own lock (tracker/tracker.h), hence recursive. A
+ * driving recap's own generator may take it as its own lock (tracker/tracker.c's choose_lock). A
  * framework generator (fw != NULL) keeps in `state` the wrapper of the object it last installed
  * in graph-safe mode (NULL until then): the framework holds the truth. `drivers` counts the
  * trackers driving the generator, so it is not destroyed under them. `forker` is the tracker
@@ -62,7 +62,7 @@ typedef struct recap__genstate {
 struct recap_generator {
     uint32_t magic; /* RECAP_MAGIC_GENERATOR while live (base/handle.h) */
     int device;
-    recap__rlock_t lock;
+    recap__lock_t lock;
     int drivers;
     recap__genstate_t *state;
     struct recap__fw *fw;
@@ -72,6 +72,24 @@ struct recap_generator {
      * apart, so such nestings form no cycle. Set once, under tracker.c's share_lock. */
     unsigned char lock_outer, lock_inner;
 };
+
+/* The generator lock the calling thread holds as its tracker's lock (tracker.h's
+ * recap__tracker_lock), else NULL: the generator's operations a tracker's call makes find it
+ * held and take it no second time. A tracker's lock is never taken inside another's, so one
+ * pointer suffices; initial-exec, as every generator operation reads it. */
+extern __thread const recap__lock_t *recap__gen_lock_held __attribute__((tls_model("initial-exec")));
+
+static inline void recap__gen_lock(recap_generator_h gen)
+{
+    if (recap__gen_lock_held != &gen->lock)
+        recap__lock(&gen->lock);
+}
+
+static inline void recap__gen_unlock(recap_generator_h gen)
+{
+    if (recap__gen_lock_held != &gen->lock)
+        recap__unlock(&gen->lock);
+}
 
 recap__genstate_t *recap__genstate_new(int device, uint64_t seed, uint64_t offset);
 /* A new state object for the generator: recap's own kind, or a framework object (created through

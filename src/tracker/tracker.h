@@ -50,8 +50,8 @@ struct recap_tracker {
     uint32_t magic; /* RECAP_MAGIC_TRACKER while live (base/handle.h) */
     /* &own_lock, or its generator's lock when the tracker may share it (tracker.c, share_lock):
      * a fork then takes one lock, not the tracker's and then the generator's. Set at create. */
-    recap__rlock_t *lock;
-    recap__rlock_t own_lock;
+    recap__lock_t *lock;
+    recap__lock_t own_lock;
     uint32_t flags;
     int initialized;
     recap_tracker_params_t params; /* as given, for the default tracker's comparison */
@@ -82,40 +82,42 @@ struct recap_tracker {
     int scope_pins; /* exact-capture scope calls using it now (scope.c; atomic) */
 };
 
-/* Never held by the caller already: the generator's operations a tracker's call makes take the
- * lock again (counted), but no path takes a tracker's lock inside another lock section of its
- * own generator. */
+/* The tracker's lock, never held by the caller already (no path takes a tracker's lock inside
+ * another lock section of its own generator). When it is the generator's, the generator's
+ * operations the tracker's call makes find it held (recap__gen_lock_held). */
 static inline void recap__tracker_lock(recap_tracker_h t)
 {
-    recap__rlock_take(t->lock);
+    recap__lock(t->lock);
+    recap__gen_lock_held = t->lock;
 }
 
-/* fork/unfork's common case takes the lock bare, without recording its owner: it calls none of
- * the generator's operations; falling back to the full path, it records it (adopt). */
+static inline void recap__tracker_unlock(recap_tracker_h t)
+{
+    recap__gen_lock_held = NULL;
+    recap__unlock(t->lock);
+}
+
+/* fork/unfork's common case takes the lock bare: it calls none of the generator's operations;
+ * falling back to the full path, it says it holds it (adopt). */
 static inline void recap__tracker_lock_bare(recap_tracker_h t)
 {
-    recap__lock(&t->lock->lock);
+    recap__lock(t->lock);
 }
 
 static inline void recap__tracker_unlock_bare(recap_tracker_h t)
 {
-    recap__unlock(&t->lock->lock);
+    recap__unlock(t->lock);
 }
 
 static inline void recap__tracker_adopt(recap_tracker_h t)
 {
-    recap__rlock_adopt(t->lock);
+    recap__gen_lock_held = t->lock;
 }
 
 /* Whether the tracker's lock is its generator's (tracker.c's choose_lock), which it then holds. */
 static inline int recap__tracker_holds_gen(const struct recap_tracker *t)
 {
     return t->lock == &t->gen->lock;
-}
-
-static inline void recap__tracker_unlock(recap_tracker_h t)
-{
-    recap__runlock(t->lock);
 }
 
 /* Adds to / removes from the registry of live trackers (scope.c). */
