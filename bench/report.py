@@ -318,7 +318,8 @@ def results_md(run, chart_name):
     for title, intro, found in (
             ("Tracker operations (host)",
              "`bench/tracker.c`: median nanoseconds per operation, anchored on a generator "
-             "get_state+set_state pair measured in the same run (alternated with each row).", tracker_blocks),
+             "get_state+set_state pair measured in the same run (alternated with each row).",
+             tracker_blocks),
             ("Recompute regions (host)",
              "`bench/region.c`: median nanoseconds per region lifecycle, anchored on a bare "
              "ffi_call and a snapshot take+restore measured in the same run.", region_blocks)):

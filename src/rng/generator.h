@@ -77,7 +77,8 @@ struct recap_generator {
  * recap__tracker_lock), else NULL: the generator's operations a tracker's call makes find it
  * held and take it no second time. A tracker's lock is never taken inside another's, so one
  * pointer suffices; initial-exec, as every generator operation reads it. */
-extern __thread const recap__lock_t *recap__gen_lock_held __attribute__((tls_model("initial-exec")));
+extern __thread const recap__lock_t *recap__gen_lock_held
+    __attribute__((tls_model("initial-exec")));
 
 static inline void recap__gen_lock(recap_generator_h gen)
 {

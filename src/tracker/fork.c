@@ -137,7 +137,8 @@ static inline int fork_value_fast(recap_tracker_h t, recap__frame_t *f, int i, i
 {
     uint64_t seed = t->slots[i]->e.seed, offset = t->slots[i]->e.offset;
 
-    if (!recap__generator_try_exchange(t->gen, recap__tracker_holds_gen(t), claim, &seed, &offset))
+    if (!recap__generator_try_exchange(t->gen, recap__tracker_holds_gen(t), claim, &seed,
+                                       &offset))
         return 0;
     if (cur >= 0) {
         t->slots[cur]->e.seed = seed;
