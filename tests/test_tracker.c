@@ -1015,14 +1015,20 @@ static void *shared_run(void *arg)
     return NULL;
 }
 
-static uint64_t offset_of(const uint8_t st[RECAP_STATE_BYTES])
+/* The little-endian word at p (a state's seed at st, its offset at st + 8). */
+static uint64_t le64_at(const uint8_t *p)
 {
     uint64_t v = 0;
     int i;
 
     for (i = 7; i >= 0; i--)
-        v = v << 8 | st[8 + i];
+        v = v << 8 | p[i];
     return v;
+}
+
+static uint64_t offset_of(const uint8_t st[RECAP_STATE_BYTES])
+{
+    return le64_at(st + 8);
 }
 
 START_TEST(threads_sharing_a_tracker_keep_it_consistent)
@@ -1123,12 +1129,7 @@ static int cmp_u64(const void *x, const void *y)
 
 static uint64_t seed_of(const uint8_t st[RECAP_STATE_BYTES])
 {
-    uint64_t v = 0;
-    int i;
-
-    for (i = 7; i >= 0; i--)
-        v = v << 8 | st[i];
-    return v;
+    return le64_at(st);
 }
 
 START_TEST(draws_from_another_thread_see_whole_states_while_the_tracker_forks)
