@@ -48,8 +48,9 @@ typedef struct recap__frame {
 
 struct recap_tracker {
     uint32_t magic; /* RECAP_MAGIC_TRACKER while live (base/handle.h) */
-    /* &own_lock, or its generator's lock when the tracker may share it (tracker.c, share_lock):
-     * a fork then takes one lock, not the tracker's and then the generator's. Set at create. */
+    /* &own_lock, or its generator's lock when the tracker may share it (tracker.c's
+     * choose_lock): a fork then takes one lock, not the tracker's and then the generator's. Set
+     * at create. */
     recap__lock_t *lock;
     recap__lock_t own_lock;
     uint32_t flags;
@@ -82,9 +83,10 @@ struct recap_tracker {
     int scope_pins; /* exact-capture scope calls using it now (scope.c; atomic) */
 };
 
-/* The tracker's lock, never held by the caller already (no path takes a tracker's lock inside
- * another lock section of its own generator). When it is the generator's, the generator's
- * operations the tracker's call makes find it held (recap__gen_lock_held). */
+/* The tracker's lock. No path takes it while holding another tracker's lock or a generator's,
+ * so the caller never holds it already and one thread-local names the lock held. When it is the
+ * generator's, the generator's operations the tracker's call makes find it held
+ * (recap__gen_lock_held) and take it no second time. */
 static inline void recap__tracker_lock(recap_tracker_h t)
 {
     recap__lock(t->lock);
