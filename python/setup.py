@@ -19,6 +19,7 @@ checkout and from an sdist (``python -m build --sdist --no-isolation python`` ma
 import glob
 import os
 import shutil
+import sys
 
 from setuptools import Distribution, setup
 from setuptools.command.build_py import build_py
@@ -53,6 +54,29 @@ def bundled_lib():
     return lib if os.path.exists(lib) else None
 
 
+# The torch releases recap._C compiles against (python/recap/csrc/torch_access.h names their
+# generator-state layouts) and the newest one CI built and tested it on.
+OLDEST_TORCH, NEWEST_TESTED_TORCH = (2, 11), (2, 15)
+
+
+def supported(version: str) -> None:
+    """Refuses a torch older than recap._C's oldest in one line; a newer one than CI tested builds,
+    with a warning (its layout is taken to be the newest known)."""
+    try:
+        mm = tuple(int(x) for x in version.split("+")[0].split(".")[:2])
+    except ValueError:
+        return  # a local build with an odd version string: the compiler has the last word
+    if mm < OLDEST_TORCH:
+        raise SystemExit(
+            f"recap-rng: its torch extension needs torch {OLDEST_TORCH[0]}.{OLDEST_TORCH[1]} or "
+            f"later; this environment has torch {version}. Upgrade torch, or install with "
+            "RECAP_PYTHON_OPS=1 (no extension, slower Python operations).")
+    if mm > NEWEST_TESTED_TORCH:
+        print(f"recap-rng: warning: torch {version} is newer than the newest release recap._C "
+              f"was tested on ({NEWEST_TESTED_TORCH[0]}.{NEWEST_TESTED_TORCH[1]})",
+              file=sys.stderr)
+
+
 def extension_build():
     """(ext_modules, cmdclass entries) for recap._C, or none with RECAP_PYTHON_OPS=1."""
     if PYTHON_OPS:
@@ -65,13 +89,14 @@ def extension_build():
             f"recap-rng: its torch extension needs torch in the build environment ({e}). "
             "Install torch, then: pip install --no-build-isolation ./python. "
             "RECAP_PYTHON_OPS=1 installs without the extension (slower Python operations).")
+    supported(torch.__version__)
     if SANITIZE not in ("", "thread", "address"):
         raise SystemExit(f"recap-rng: RECAP_EXT_SANITIZE={SANITIZE!r}: thread or address")
     sanitize = [f"-fsanitize={SANITIZE}", "-fno-omit-frame-pointer", "-g"] if SANITIZE else []
     include = copy_headers()
     csrc = os.path.join("recap", "csrc")
     ext = CUDAExtension(
-        "recap._C", sorted(glob.glob(os.path.join(csrc, "*.cpp"))),
+        "recap._C_torch", sorted(glob.glob(os.path.join(csrc, "*.cpp"))),
         include_dirs=[os.path.abspath(include), os.path.abspath(csrc)],
         define_macros=[("RECAP_TORCH_BUILT_FOR", '"%s"' % torch.__version__)],
         extra_compile_args={"cxx": ["-O2", "-Wall", "-Wextra", "-Werror",

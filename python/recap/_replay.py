@@ -64,6 +64,11 @@ def _decide(orig) -> str:
     if not ext.REPLAY_VERIFIED:
         return (f"recap's replay was not checked against torch {torch.__version__}'s "
                 "(recap/csrc/graph_replay.cpp lists the versions it was): torch's replay runs")
+    if callable(getattr(torch.cuda.graphs, "register_graph_replay_start_hook", None)):
+        # A torch whose replay fires lifecycle hooks: recap's C++ replay in its place would
+        # silence them for every other consumer (profilers).
+        return ("this torch fires CUDA-graph replay hooks, which recap's replay would skip: "
+                "torch's replay runs")
     fn = orig["replay"]
     if getattr(fn, "__module__", None) != "torch.cuda.graphs" or \
             getattr(fn, "__qualname__", None) != "CUDAGraph.replay":
@@ -81,6 +86,9 @@ def ready(orig) -> bool:
             if _bound is None:
                 why = _decide(orig)
                 _bound = not why
+                if why and os.environ.get("RECAP_TORCH_REPLAY") != "0":
+                    from . import _lib
+                    _lib.log_once("info", f"recap.torch: {why}")
     return _bound
 
 

@@ -10,20 +10,26 @@ CUDA graphs.
   attention) then draws from the named state. The table's operations are recap._C's
   (recap/csrc/generator_ops.cpp: torch's own C++ calls, no Python in them) where the extension
   was built for the running torch, and this module's Python ones otherwise (``backend()``).
-- Registration: torch 2.11 has no global capture hook (2.14 adds one that fires after the capture
-  began, too late to register a generator). ``install()`` wraps the narrowest point that every
-  torch capture goes through, ``torch.cuda.graphs.CUDAGraph.capture_begin`` (``torch.cuda.graph``,
-  ``make_graphed_callables`` and direct calls), and registers every live graph-safe state of
-  every recap tracker with the graph before torch's own capture_begin primes its generators. No
-  ``register_generator_state`` in user code. Importing ``recap.megatron`` installs it.
+- Registration: torch before 2.14 draws inside a capture only from generator states registered
+  with the graph before its capture began. ``install()`` registers every live graph-safe state of
+  every recap tracker with each graph just before torch's capture_begin (``torch.cuda.graph``,
+  ``make_graphed_callables`` and direct calls all go through it). No
+  ``register_generator_state`` in user code. torch 2.14 and later register a state lazily on its
+  first draw in a capture, so there recap registers nothing. Importing ``recap.megatron``
+  installs it.
+- Graph lifecycle: recap follows captures through torch's own CUDA-graph hooks where torch has
+  them (2.14 on) and through recap/_graph_hooks.py's shim of the same hooks on older torch, so the
+  same functions run at the same points everywhere; it patches only what no hook can do (that
+  module and ``install()`` say what and why).
 - Replays: torch replays a graph by writing every registered state's seed and offset to the
   device (two kernels each, drawn from or not), so registering every tracker state would make
-  each replay pay for all of them. ``install()`` also wraps ``capture_end`` and puts recap's
-  replay in ``replay``: a graph captured while recap is installed advances the device offsets of
-  the states it draws from itself (one captured node at its end), and recap's replay writes a
-  state only when eager work moved it since the last launch, advances the host offsets as torch
-  would and launches the graph: no device work in steady state (recap/_replay.py says when it
-  steps aside; ``RECAP_TORCH_REPLAY=0`` turns it off).
+  each replay pay for all of them. Where recap's replay was checked against torch's (torch 2.11:
+  recap/csrc/graph_replay.cpp), a graph captured while recap is installed advances the device
+  offsets of the states it draws from itself (one captured node at its end), and recap's replay
+  (put in ``CUDAGraph.replay``) writes a state only when eager work moved it since the last
+  launch, advances the host offsets as torch would and launches the graph: no device work in
+  steady state (recap/_replay.py says when it steps aside; ``RECAP_TORCH_REPLAY=0`` turns it
+  off). On other torch releases torch's replay runs, and recap says so once.
 """
 from __future__ import annotations
 
@@ -284,23 +290,43 @@ def backend() -> Dict[str, object]:
     """Which path recap.torch runs and why: ``extension`` (recap._C drives torch's generators)
     or ``python`` (recap's Python operations, slower), with the torch it was built for;
     ``replay``: whether recap replays torch graphs itself; ``registration``: "" or why automatic
-    registration stopped."""
-    from . import _replay
+    registration stopped (or "lazy": this torch registers a state on its first draw in a
+    capture, so recap registers nothing); ``hooks``: "torch" where recap follows graphs through
+    torch's own lifecycle hooks, "shim" where through recap's shim of them; ``patched``: the
+    CUDAGraph methods recap wraps now; ``layout``: the generator-state layout recap._C was
+    built for (torch_access.h), None without it."""
+    from . import _graph_hooks, _replay
     ext = _ext.module()
+    if registration_problem:
+        registration = registration_problem
+    elif not needs_registration():
+        registration = "lazy"
+    elif not hasattr(torch.cuda.CUDAGraph, "register_generator_state"):
+        registration = ("this torch has no CUDAGraph.register_generator_state: tracker states "
+                        "are not registered with captures")
+    else:
+        registration = ""
+    patched = _graph_hooks.patched()
+    if _orig and torch.cuda.graphs.CUDAGraph.__dict__.get("replay") is not _orig.get("replay"):
+        patched = sorted(patched + ["replay"])
     return {"ops": "extension" if ext is not None else "python", "why": _ext.why,
             "torch": torch.__version__, "built_for": _ext.built_for(),
             "replay": bool(_replay._bound), "replay_why": _replay.why,
-            "registration": registration_problem or (
-                "" if hasattr(torch.cuda.CUDAGraph, "register_generator_state") else
-                "this torch has no CUDAGraph.register_generator_state: tracker states are not "
-                "registered with captures")}
+            "registration": registration,
+            "hooks": "torch" if _graph_hooks.torch_has_hooks() else "shim",
+            "patched": patched,
+            "layout": None if ext is None else ext.STATE_LAYOUT}
 
 
 def needs_registration() -> bool:
     """Whether this torch rejects a draw from a generator state not registered with the
     capture ("Attempt to increase offset for a CUDA generator not in capture mode"): torch
-    before 2.14 does; 2.14 registers such states lazily on their first draw."""
-    v = tuple(int(x) for x in torch.__version__.split("+")[0].split(".")[:2])
+    before 2.14 does; 2.14 registers such states lazily on their first draw (recap._C's
+    per-capture-lazy layout). A behaviour, not an API torch exposes: told by the version."""
+    try:
+        v = tuple(int(x) for x in torch.__version__.split("+")[0].split(".")[:2])
+    except ValueError:  # a local build's odd version: assume the need, as registering is safe
+        return True
     return v < (2, 14)
 
 
@@ -559,53 +585,72 @@ def verified_graph(fn, *args, verify=None, pool=None, warmup_iters: int = 1):
 
 
 _orig: Dict[str, object] = {}  # torch.cuda.graphs.CUDAGraph's methods before install()
+_handles: list = []  # what install() registered with recap/_graph_hooks.py
 _install_lock = threading.Lock()
 stats = {"graphs": 0, "states_registered": 0}
 
 
+def _before_capture_begin(graph) -> None:
+    """Before torch's capture_begin, outside the capture: every tracker state registered with
+    the graph, where torch registers none by itself (before 2.14)."""
+    stats["states_registered"] += register_with(graph, registered_states())
+
+
+def _on_capture_start(graph) -> None:
+    """The capture is live: counted, and recap's plan for its replays (recap/_replay.py) starts
+    again (torch's capture_begin rewrote the registered states' device tensors)."""
+    stats["graphs"] += 1
+    from . import _replay
+    plan = _replay.begin(graph, _orig)
+    if plan is not None:
+        _replay.begun(graph, plan)
+
+
+def _before_capture_end(graph) -> None:
+    """Still capturing: recap's advance node, where recap replays the graph."""
+    from . import _replay
+    plan = _replay.plan_of(graph)
+    if plan is not None:
+        _replay.ending(graph, plan)
+
+
+def _on_instantiate(graph) -> None:
+    """The exec (or kept graph) that holds the advance node."""
+    from . import _replay
+    plan = _replay.plan_of(graph)
+    if plan is not None:
+        _replay.ended(graph, plan)
+
+
 def install() -> None:
-    """Registers tracker states with every torch CUDA graph from now on, replays those graphs
-    itself where it can (recap/_replay.py: a replay then costs only the states the graph draws
-    from), and makes torch's make_graphed_callables this module's (warm-up and capture inside
-    ``exact_capture``). Idempotent."""
+    """Registers tracker states with every torch CUDA graph from now on where torch needs it,
+    replays those graphs itself where it can (recap/_replay.py: a replay then costs only the
+    states the graph draws from), and makes torch's make_graphed_callables this module's
+    (warm-up and capture inside ``exact_capture``). Idempotent.
+
+    It follows graphs through torch's own lifecycle hooks where torch has them (2.14 on) and
+    through recap/_graph_hooks.py's shim of the same hooks elsewhere: the same functions run at
+    the same points on every torch. It patches only what no hook can do: registration before a
+    capture begins (torch before 2.14), the advance node before a capture ends and the replay
+    itself (where recap replays graphs: a hook runs beside torch's replay, it cannot take its
+    place), and make_graphed_callables (its warm-ups run before any capture hook fires)."""
     global _orig_make_graphed_callables
     with _install_lock:
         if _orig:
             return
-        from . import _replay
+        from . import _graph_hooks, _replay
         cls = torch.cuda.graphs.CUDAGraph
         orig = {name: getattr(cls, name) for name in ("capture_begin", "capture_end", "replay")}
-        _replay.ready(orig)  # decided before any capture: replays are recap's or torch's
-
-        def capture_begin(self, *args, **kwargs):
-            # Outside the capture still: torch's capture_begin primes what is registered.
-            stats["graphs"] += 1
-            stats["states_registered"] += register_with(self, registered_states())
-            plan = None
-            try:
-                plan = _replay.begin(self, orig)
-            except Exception:  # noqa: BLE001 - a speed-up: never the reason a capture fails
-                pass
-            out = orig["capture_begin"](self, *args, **kwargs)
-            if plan is not None:
-                _replay.begun(self, plan)
-            return out
-
-        def capture_end(self):
-            plan = _replay.plan_of(self)
-            if plan is not None:
-                _replay.ending(self, plan)
-            orig["capture_end"](self)
-            if plan is not None:
-                _replay.ended(self, plan)
-
         _orig.update(orig)  # before patching: a failure below leaves install() idempotent
+        replays = _replay.ready(orig)  # decided before any capture: replays are recap's or torch's
+        handles = [_graph_hooks.on("capture_start", _on_capture_start)]
+        if needs_registration():
+            handles.append(_graph_hooks.before("capture_begin", _before_capture_begin))
+        if replays:
+            handles += [_graph_hooks.before("capture_end", _before_capture_end),
+                        _graph_hooks.on("instantiate", _on_instantiate)]
+        _handles.extend(handles)
         _orig_make_graphed_callables = torch.cuda.make_graphed_callables
-        for name, fn in (("capture_begin", capture_begin), ("capture_end", capture_end)):
-            fn.__wrapped__ = orig[name]
-            fn.__doc__ = orig[name].__doc__
-            fn._recap = True
-            setattr(cls, name, fn)
         # Replays: recap's C++ method (no Python frame), where recap replays graphs at all.
         method = _replay.replay_method(orig)
         if method is not None:
@@ -626,13 +671,13 @@ def uninstall() -> None:
     with _install_lock:
         cls = torch.cuda.graphs.CUDAGraph
         from . import _replay
+        for h in _handles:
+            h.remove()
+        _handles.clear()
         method = _replay.replay_method(_orig) if _orig else None
-        for name in ("capture_begin", "capture_end", "replay"):
-            # Only recap's own: a wrapper another library put over it stays (and calls it).
-            mine = cls.__dict__.get(name)
-            if name in _orig and mine is not None and (
-                    getattr(mine, "_recap", False) or (method is not None and mine is method)):
-                setattr(cls, name, _orig[name])
+        # Only recap's own: a wrapper another library put over it stays (and calls it).
+        if "replay" in _orig and method is not None and cls.__dict__.get("replay") is method:
+            setattr(cls, "replay", _orig["replay"])
         _orig.clear()
         if _orig_make_graphed_callables is not None:
             torch.cuda.make_graphed_callables = _orig_make_graphed_callables

@@ -77,11 +77,11 @@ class NativeFork(unittest.TestCase):
         buf[8:] = off.to_bytes(8, "little")
         self.lib.call("recap_generator_set_state", g, buf)
 
-    def fail(self, st, what):
+    def raise_recap(self, st, what):  # not `fail`: that is unittest.TestCase.fail
         raise self.lib.error(st, what)
 
     def native(self, t, name, warn=None):
-        return self.rm._NativeFork(t.value, name.decode(), self.fail,
+        return self.rm._NativeFork(t.value, name.decode(), self.raise_recap,
                                    warn or (lambda msg: None))
 
     def test_random_nested_sequences_equal_the_c_calls(self):

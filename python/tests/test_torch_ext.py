@@ -64,10 +64,65 @@ class TorchExtension(unittest.TestCase):
             why, module = r.stdout.strip().splitlines()
             self.assertIn(f"built for torch {torch.__version__}", why)
             self.assertIn(f"not the running torch {other}", why)
-            self.assertEqual(module, f"module: recap._C was built for torch {torch.__version__}"
-                             f", not the running torch {other}")
+            self.assertIn(f"built for torch {torch.__version__}, not the running torch {other}",
+                          module)
+            self.assertIn("reinstall recap", module)
             self.assertEqual(r.stderr.count("recap WARN"), 1, r.stderr)
             self.assertIn("Python operations", r.stderr)
+
+    def test_the_compiled_module_checks_too(self):
+        # Imported by its own name under another torch (one it still links with), the compiled
+        # module's own check speaks.
+        r = run_py("import torch; torch.__version__ = '2.99.0'\n"
+                   "try:\n"
+                   "    import recap._C_torch\n"
+                   "except ImportError as e:\n"
+                   "    print(e)\n")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(r.stdout.strip(), f"recap._C was built for torch {torch.__version__}, "
+                         "not the running torch 2.99.0")
+
+    def test_refused_before_the_linker_runs(self):
+        """A recap._C built for another torch that cannot even link here (an undefined symbol,
+        as a 2.11 build under 2.14 has) gives the version message, never the linker's."""
+        import glob
+        import shutil
+        import tempfile
+        cc = shutil.which("cc") or shutil.which("gcc")
+        if cc is None:
+            self.skipTest("no C compiler to make an unlinkable module")
+        with tempfile.TemporaryDirectory() as tmp:
+            shutil.copytree(os.path.join(PKG_PARENT, "recap"), os.path.join(tmp, "recap"),
+                            ignore=shutil.ignore_patterns("__pycache__"))
+            built = glob.glob(os.path.join(tmp, "recap", "_C_torch*.so"))
+            self.assertEqual(len(built), 1, built)
+            src = os.path.join(tmp, "unlinkable.c")
+            with open(src, "w") as f:
+                f.write("extern void recap_symbol_of_another_torch(void);\n"
+                        "void *PyInit__C_torch(void) { recap_symbol_of_another_torch(); "
+                        "return 0; }\n")
+            subprocess.run([cc, "-shared", "-fPIC", "-o", built[0], src], check=True)
+            with open(os.path.join(tmp, "recap", "_build.py"), "w") as f:
+                f.write("TORCH_VERSION = '2.10.0'\n")
+            code = ("try:\n"
+                    "    import recap._C\n"
+                    "except ImportError as e:\n"
+                    "    print(e)\n"
+                    "import recap.torch as rt\n"
+                    "print(rt.backend()['ops'])\n")
+            r = run_py(code, env={"PYTHONPATH": tmp})
+            self.assertEqual(r.returncode, 0, r.stderr)
+            first, ops = r.stdout.strip().splitlines()
+            self.assertIn(f"built for torch 2.10.0, not the running torch {torch.__version__}",
+                          first)
+            self.assertNotIn("undefined symbol", r.stdout + r.stderr)
+            self.assertEqual(ops, "python")
+            # The same tree with the record matching: the linker's error is what stops it, so
+            # the module above was indeed one that cannot link.
+            with open(os.path.join(tmp, "recap", "_build.py"), "w") as f:
+                f.write(f"TORCH_VERSION = {torch.__version__!r}\n")
+            r = run_py(code, env={"PYTHONPATH": tmp})
+            self.assertIn("undefined symbol", r.stdout + r.stderr)
 
     def test_turned_off_says_so_once(self):
         r = run_py("import recap.torch as rt\n"
@@ -84,6 +139,187 @@ class TorchExtension(unittest.TestCase):
                    env={"RECAP_TORCH_EXT": "0", "RECAP_LOG": ""})
         self.assertEqual((r.returncode, r.stdout), (0, ""))
         self.assertNotIn("recap", r.stderr)  # (torch may warn of its own at import)
+
+
+def _major_minor():
+    return tuple(int(x) for x in torch.__version__.split("+")[0].split(".")[:2])
+
+
+@unittest.skipIf(torch is None and os.environ.get("RECAP_REQUIRE_TORCH") != "1",
+                 "torch is not installed")
+class StateLayout(unittest.TestCase):
+    """The generator-state layout recap._C was compiled for (csrc/torch_access.h) is this
+    torch's, and what the extension reads through it is what torch's own API says: seeds,
+    offsets and state identity round-trip on CUDA generators made without a device."""
+
+    def setUp(self):
+        from recap import _ext
+        self.C = _ext.module()
+        self.assertIsNotNone(self.C, _ext.why)
+        self.rng = __import__("random").Random(int(os.environ.get("RECAP_TEST_SEED", "0") or 0)
+                                               or None)
+
+    def test_layout_of_this_torch(self):
+        v = _major_minor()
+        want = ("shared-slot" if v < (2, 12) else "per-capture" if v < (2, 14)
+                else "per-capture-lazy")
+        self.assertEqual(self.C.STATE_LAYOUT, want)
+        import recap.torch as rt
+        self.assertEqual(rt.backend()["layout"], want)
+        self.assertEqual(rt.needs_registration(), want != "per-capture-lazy")
+
+    def test_fields_read_are_torchs(self):
+        for _ in range(40):
+            seed = self.rng.randrange(1 << 64)
+            offset = self.rng.randrange(1 << 62) * 4
+            gen = self.C.state_generator(self.C._test_state(seed, offset))
+            self.assertEqual(gen.initial_seed(), seed)  # torch's API reads the state's seed
+            addr, s, off, records = self.C._test_state_fields(gen)
+            self.assertEqual((addr, s, off, records), (self.C.state_id(gen), seed, offset, 0))
+            # torch swaps the state in (graphsafe_set_state): the extension reads the new one.
+            other_seed = self.rng.randrange(1 << 64)
+            other = self.C.state_generator(self.C._test_state(other_seed, 4))
+            gen.graphsafe_set_state(other)
+            addr2, s2, off2, _ = self.C._test_state_fields(gen)
+            self.assertEqual((addr2, s2, off2), (self.C.state_id(other), other_seed, 4))
+            self.assertEqual(gen.initial_seed(), other_seed)
+            self.assertEqual(self.C.state_id(gen.graphsafe_get_state()), addr2)
+
+
+@unittest.skipIf(torch is None and os.environ.get("RECAP_REQUIRE_TORCH") != "1",
+                 "torch is not installed")
+class GraphHooks(unittest.TestCase):
+    """recap/_graph_hooks.py: torch's own lifecycle hooks where torch has them (nothing of
+    CUDAGraph patched for them, other consumers' hooks still fire), the shim's same points in
+    torch 2.14's order elsewhere; the before-points on any torch; removal puts everything back.
+    Driven through a stand-in graph class (no device needed)."""
+
+    def setUp(self):
+        from recap import _graph_hooks
+        self.h = _graph_hooks
+        self.real = torch.cuda.graphs.CUDAGraph
+        self.calls = []
+        calls = self.calls
+
+        class Graph:
+            _has_graph_exec = False
+
+            def capture_begin(self, *a, **k):
+                calls.append("torch capture_begin")
+                if hooked:
+                    _fire("capture_start", self)
+
+            def capture_end(self):
+                calls.append("torch capture_end")
+                if hooked:
+                    _fire("capture_end", self)
+                    self.instantiate()
+                else:
+                    self._has_graph_exec = True
+
+            def instantiate(self):
+                calls.append("torch instantiate")
+                self._has_graph_exec = True
+                if hooked:
+                    _fire("instantiate", self)
+
+        hooked = self.h.torch_has_hooks()
+        g = torch.cuda.graphs
+
+        def _fire(point, graph):
+            g._run_global_hooks(getattr(g, {"capture_start": "_global_capture_start_hooks",
+                                            "capture_end": "_global_capture_end_hooks",
+                                            "instantiate": "_global_instantiate_hooks"}[point]),
+                                graph)
+
+        self.Graph = Graph
+        torch.cuda.graphs.CUDAGraph = Graph
+
+    def tearDown(self):
+        torch.cuda.graphs.CUDAGraph = self.real
+
+    def record(self, what):
+        return lambda graph: self.calls.append(what)
+
+    def test_points_in_order_and_removal(self):
+        hs = [self.h.on(p, self.record(p)) for p in self.h.POINTS]
+        hs += [self.h.before(b, self.record("before " + b)) for b in self.h.BEFORE]
+        hs.append(self.h.on("capture_start", lambda graph: 1 / 0))  # swallowed, as torch's are
+        g = self.Graph()
+        g.capture_begin()
+        g.capture_end()
+        self.assertEqual(self.calls, [
+            "before capture_begin", "torch capture_begin", "capture_start",
+            "before capture_end", "torch capture_end", "capture_end",
+            "torch instantiate", "instantiate"] if self.h.torch_has_hooks() else [
+            "before capture_begin", "torch capture_begin", "capture_start",
+            "before capture_end", "torch capture_end", "capture_end", "instantiate"])
+        for h in hs:
+            h.remove()
+        self.assertEqual(self.h.patched(), [])
+        for name in ("capture_begin", "capture_end", "instantiate"):
+            self.assertNotIn("_recap_hook", vars(getattr(self.Graph, name)), name)
+        del self.calls[:]
+        g.capture_begin()
+        self.assertEqual(self.calls, ["torch capture_begin"])
+
+    def test_patches_only_where_no_hook_does_it(self):
+        h = self.h.on("capture_start", self.record("x"))
+        if self.h.torch_has_hooks():
+            self.assertEqual(self.h.patched(), [])
+            other = torch.cuda.graphs.register_graph_capture_start_hook(self.record("profiler"))
+            self.Graph().capture_begin()
+            self.assertEqual(self.calls, ["torch capture_begin", "x", "profiler"])
+            other.remove()
+        else:
+            self.assertEqual(self.h.patched(), ["capture_begin", "capture_end", "instantiate"])
+        h.remove()
+        b = self.h.before("capture_end", self.record("y"))
+        self.assertEqual(self.h.patched(), ["capture_end"])
+        b.remove()
+        self.assertEqual(self.h.patched(), [])
+
+    def test_instantiate_point_of_a_kept_graph(self):
+        # torch before 2.14 instantiates a kept graph only when asked: the point fires then.
+        hs = [self.h.on("instantiate", self.record("instantiate"))]
+        try:
+            g = self.Graph()
+            g.instantiate()
+            self.assertEqual(self.calls, ["torch instantiate", "instantiate"])
+        finally:
+            for h in hs:
+                h.remove()
+
+    def test_recap_torch_installs_through_them(self):
+        import recap.torch as rt
+        torch.cuda.graphs.CUDAGraph = self.real
+        was = bool(rt._orig)  # importing recap.megatron (another test) installs it
+        rt.uninstall()
+        self.addCleanup(lambda: was and rt.install())
+        self.assertEqual(self.h.patched(), [])
+        rt.install()
+        try:
+            b = rt.backend()
+            self.assertEqual(b["hooks"], "torch" if self.h.torch_has_hooks() else "shim")
+            want = set()
+            if not self.h.torch_has_hooks():
+                want |= {"capture_begin", "capture_end", "instantiate"}
+            if rt.needs_registration():
+                want.add("capture_begin")
+            if b["replay"]:
+                want |= {"capture_end", "replay"}
+            self.assertEqual(set(b["patched"]), want)
+            if self.h.torch_has_hooks():
+                self.assertIn(rt._on_capture_start,
+                              list(torch.cuda.graphs._global_capture_start_hooks.values()))
+        finally:
+            rt.uninstall()
+        self.assertEqual(self.h.patched(), [])
+        self.assertEqual([n for n in ("capture_begin", "capture_end", "replay", "instantiate")
+                          if "_recap_hook" in vars(vars(self.real).get(n, lambda: 0))], [])
+        if self.h.torch_has_hooks():
+            self.assertNotIn(rt._on_capture_start,
+                             list(torch.cuda.graphs._global_capture_start_hooks.values()))
 
 
 class _Dev:

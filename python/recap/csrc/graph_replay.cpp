@@ -29,6 +29,12 @@
 // other captures and torch's replays between, and what else torch's C++ replay does on that
 // version). On any other torch, and for any replay this does not take (no exec, a capture
 // running, a state capturing), torch's replay runs.
+//
+// The fields read are those of the shared-slot layout (RECAP_STATE_LAYOUT 1, torch 2.11). From
+// torch 2.12 a state keeps one slot per capture id (capture_states_), so a replay's slot is the
+// graph's capture's; none of those versions was checked against torch's replay on a GPU, so
+// their builds compile no replay at all (REPLAY_VERIFIED is false there, recap/_replay.py says
+// so once, and torch's replay runs).
 #include <array>
 #include <memory>
 #include <mutex>
@@ -164,6 +170,8 @@ struct Plan {
 
 bool replay_verified()
 {
+    if (RECAP_STATE_LAYOUT != 1)
+        return false;
     for (const auto &v : verified)
         if (v.first == TORCH_VERSION_MAJOR && v.second == TORCH_VERSION_MINOR)
             return true;
@@ -193,6 +201,7 @@ void plan_ending(at::cuda::CUDAGraph *g, Plan &plan)
     plan.graph = nullptr;
     if (!replay_verified())
         return;
+#if RECAP_STATE_LAYOUT == 1
     std::vector<Plan::Advanced> adv;
     std::vector<at::Tensor> offsets;
     std::vector<c10::Scalar> increments;
@@ -215,6 +224,7 @@ void plan_ending(at::cuda::CUDAGraph *g, Plan &plan)
     at::_foreach_add_(offsets, increments);
     plan.advanced = std::move(adv);
     stats.advanced_captures++;
+#endif
 }
 
 // After torch's capture_end returned: the exec (or the kept graph) that holds the node, when
@@ -249,6 +259,10 @@ bool replay_planned(at::cuda::CUDAGraph *g, Plan *plan)
 {
     if (!replay_verified() || !(g->*GraphMembers::has_exec) || g->*GraphMembers::exec == nullptr)
         return false;
+#if RECAP_STATE_LAYOUT != 1
+    (void)plan;
+    return false;
+#else
     const Driver &drv = driver();
     if (drv.write64 == nullptr)
         return false;
@@ -326,6 +340,7 @@ bool replay_planned(at::cuda::CUDAGraph *g, Plan *plan)
     if (drv.version < 11040)
         C10_CUDA_CHECK(cudaDeviceSynchronize());
     return true;
+#endif
 }
 
 // The plan in the graph's __dict__ (null when there is none, or it is not one of ours).
@@ -366,9 +381,32 @@ void replay_method(py::handle self)
 
 } // namespace
 
+const char *state_layout()
+{
+    switch (RECAP_STATE_LAYOUT) {
+    case 1:
+        return "shared-slot";
+    case 2:
+        return "per-capture";
+    default:
+        return "per-capture-lazy";
+    }
+}
+
+size_t capture_records(State *st)
+{
+#if RECAP_STATE_LAYOUT == 1
+    return st->registered_graphs_.size();
+#else
+    std::lock_guard<std::mutex> hold(st->capture_states_mutex_);
+    return st->capture_states_.size();
+#endif
+}
+
 void define_replay(py::module_ &m)
 {
     m.attr("REPLAY_VERIFIED") = replay_verified();
+    m.attr("STATE_LAYOUT") = state_layout();
     py::class_<Plan>(m, "Plan", "A torch graph recap.torch replays (recap/_replay.py).")
         .def(py::init([] {
             stats.plans++;

@@ -1,7 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
-// recap._C: recap.torch's compiled extension (recap/torch.py says what each part is for). Built
-// against one torch (setup.py passes its version as RECAP_TORCH_BUILT_FOR); importing it under
-// another raises ImportError, and recap.torch then runs its Python operations.
+// recap._C: recap.torch's compiled extension (recap/torch.py says what each part is for), built
+// as recap._C_torch and imported through recap/_C.py, which refuses it under another torch before
+// the dynamic linker sees it. Built against one torch (setup.py passes its version as
+// RECAP_TORCH_BUILT_FOR); imported directly under another that it links with, it raises
+// ImportError too, and recap.torch then runs its Python operations.
 #include <torch/csrc/Generator.h>
 #include <torch/csrc/utils/pybind.h>
 
@@ -25,7 +27,7 @@ void define_tracker_states(py::module_ &m);
 void define_replay(py::module_ &m);
 } // namespace recap_torch
 
-PYBIND11_MODULE(_C, m)
+PYBIND11_MODULE(_C_torch, m)
 {
     std::string running = py::module_::import("torch").attr("__version__").cast<std::string>();
     if (running != RECAP_TORCH_BUILT_FOR)

@@ -29,10 +29,10 @@ namespace {
 
 using Impl = c10::GeneratorImpl;
 
-c10::intrusive_ptr<at::CUDAGeneratorImpl> fabricated(uint64_t seed)
+c10::intrusive_ptr<at::CUDAGeneratorImpl> fabricated(uint64_t seed, uint64_t offset = 0)
 {
     return c10::make_intrusive<at::CUDAGeneratorImpl>(
-        0, c10::make_intrusive<at::CUDAGeneratorState>(seed));
+        0, c10::make_intrusive<at::CUDAGeneratorState>(seed, offset));
 }
 
 at::CUDAGeneratorImpl *cuda(void *obj) { return static_cast<at::CUDAGeneratorImpl *>(obj); }
@@ -303,9 +303,24 @@ void define_test_entries(py::module_ &m)
         "tests: the torch.Generator a test context drives");
     m.def(
         "_test_state",
-        [](uint64_t seed) { return addr(c10::intrusive_ptr<Impl>(fabricated(seed)).release()); },
+        [](uint64_t seed, uint64_t offset) {
+            return addr(c10::intrusive_ptr<Impl>(fabricated(seed, offset)).release());
+        },
+        py::arg("seed"), py::arg("offset") = 0,
         "tests: a new state object made without a device, as a handle holding one reference "
         "(given back with the table's state_release)");
+    m.def(
+        "_test_state_fields",
+        [](py::handle gen) {
+            at::Generator g = THPGenerator_Unwrap(gen.ptr());
+            TORCH_CHECK(g.device().is_cuda(), "recap._C._test_state_fields: not a CUDA generator");
+            at::CUDAGeneratorState *st =
+                state_of(static_cast<at::CUDAGeneratorImpl *>(g.unsafeGetGeneratorImpl()));
+            return py::make_tuple(addr(st), st->seed_, st->philox_offset_per_thread_,
+                                  capture_records(st));
+        },
+        "tests: (state address, seed, offset, capture records) of the generator state a CUDA "
+        "generator draws from, read through this build's layout (STATE_LAYOUT)");
     m.def(
         "_test_refs",
         [](uintptr_t handle) {

@@ -12,8 +12,31 @@
 
 #include <ATen/cuda/CUDAGeneratorImpl.h>
 #include <ATen/cuda/CUDAGraph.h>
+#include <torch/headeronly/version.h>
 
 #include "recap.h"
+
+// Which of torch's generator-state layouts this build names (chosen at compile time: the fields
+// exist or not in the headers the extension is built against):
+// - 1, shared slot (torch 2.11): one set of capture fields per state (capturing_,
+//   offset_intragraph_, seed_/offset_extragraph_, registered_graphs_), states registered with a
+//   graph explicitly before its capture.
+// - 2, slot per capture (2.12, 2.13): CUDAGeneratorCaptureState per capture id in
+//   capture_states_ (under capture_states_mutex_), still registered explicitly.
+// - 3, slot per capture, lazy (2.14 on): as 2, and a state joins a capture on its first draw
+//   there (get_capture_state(id, create_if_not_found)); torch.cuda.graphs has lifecycle hooks.
+#define RECAP_TORCH_AT_LEAST(major, minor)                                                     \
+    (TORCH_VERSION_MAJOR > (major) ||                                                          \
+     (TORCH_VERSION_MAJOR == (major) && TORCH_VERSION_MINOR >= (minor)))
+#if !RECAP_TORCH_AT_LEAST(2, 11)
+#error "recap._C supports torch 2.11 and later (setup.py says so before compiling)"
+#elif !RECAP_TORCH_AT_LEAST(2, 12)
+#define RECAP_STATE_LAYOUT 1
+#elif !RECAP_TORCH_AT_LEAST(2, 14)
+#define RECAP_STATE_LAYOUT 2
+#else
+#define RECAP_STATE_LAYOUT 3
+#endif
 
 namespace recap_torch {
 
@@ -51,5 +74,10 @@ std::string take_error();
 
 // Whether recap's replay was checked against torch's on this torch (the list in graph_replay.cpp).
 bool replay_verified();
+// The layout's name (RECAP_STATE_LAYOUT): "shared-slot", "per-capture", "per-capture-lazy".
+const char *state_layout();
+// How many captures the state's bookkeeping holds, read as this layout keeps it: the graphs it
+// is registered with (shared slot), its capture states (per capture).
+size_t capture_records(at::CUDAGeneratorState *st);
 
 } // namespace recap_torch
