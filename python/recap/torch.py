@@ -614,8 +614,9 @@ def _before_capture_end(graph) -> None:
         _replay.ending(graph, plan)
 
 
-def _on_instantiate(graph) -> None:
-    """The exec (or kept graph) that holds the advance node."""
+def _on_captured(graph) -> None:
+    """At the end of the capture and after each instantiation: the exec (or the kept graph, which
+    a later instantiation makes an exec of) that holds the advance node."""
     from . import _replay
     plan = _replay.plan_of(graph)
     if plan is not None:
@@ -648,7 +649,8 @@ def install() -> None:
             handles.append(_graph_hooks.before("capture_begin", _before_capture_begin))
         if replays:
             handles += [_graph_hooks.before("capture_end", _before_capture_end),
-                        _graph_hooks.on("instantiate", _on_instantiate)]
+                        _graph_hooks.on("capture_end", _on_captured),
+                        _graph_hooks.on("instantiate", _on_captured)]
         _handles.extend(handles)
         _orig_make_graphed_callables = torch.cuda.make_graphed_callables
         # Replays: recap's C++ method (no Python frame), where recap replays graphs at all.

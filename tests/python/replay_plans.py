@@ -10,6 +10,8 @@ graph, a reset and a new capture from other states, a state registered through t
 second graph sharing a state, recap.torch uninstalled and installed again; and a replay inside
 another capture, which torch refuses. Last, per-replay cost: the same graphs replayed by torch
 and by recap, for trackers of S = 1, 4, 8 states of which the graph draws from one.
+Where recap's replay does not run (a torch release it was not checked on), the same oracle
+cases go through torch's replay, and the bench measures torch's replay alone (bench_torch).
 Exit status 0 when every check holds.
 """
 import random
@@ -364,12 +366,73 @@ def bench():
     check(w == 0, f"steady state: 1000 replays in a row wrote no slot (wrote {w})")
 
 
+def torch_replays():
+    """Where recap's replay does not run (a torch it was not checked on, RECAP_TORCH_REPLAY=0):
+    the same cases through torch's replay, every output and state against the eager oracle."""
+    print(f"info  recap's replay is off here ({_replay.why}): torch replays every graph")
+    for name, n, drawn, kw in (("8 states, draws from 1", 8, [5], {}),
+                               ("4 states, draws from 3 and the default state", 4,
+                                [0, 2, 3, 2, HOME], {}),
+                               ("keep_graph=True", 3, [1], {"keep_graph": True}),
+                               ("two graphs sharing a state", 4, [1, 3], {"second": True}),
+                               ("reset and captured again", 5, [0, 1],
+                                {"recapture": [3, HOME]})):
+        g, p, _ = run_case(name, n, drawn, **kw)
+        check(p is None, f"{name}: no plan of recap's (torch replayed it)")
+
+
+def bench_torch():
+    """Per replay where torch replays (torch 2.12 on, or RECAP_TORCH_REPLAY=0): a graph drawing
+    from 1 of a tracker's S states against a plain graph, through torch's replay, and how many
+    states torch's table holds (all S registered before 2.14; only the drawn one where torch
+    registers lazily, 2.14 on). Whether recap's replay would still pay off is the "torch added"
+    column against recap's +0.05 us of torch 2.11 (bench/RESULTS.md)."""
+    print()
+    print(f"torch {torch.__version__}: per replay (us), host time around replay() (medians of 31 "
+          "batches of 200), event-timed (3 loops of 1000); medians of 5 interleaved rounds")
+    print()
+    print("| S | states in torch's table | plain | RNG | torch added | event-timed: plain / RNG |")
+    print("|---:|---:|---:|---:|---:|---|")
+    for n in (1, 4, 8, 16):
+        tracker = Tracker(n, 500 + n)
+        buf = torch.empty(1 << 12, device="cuda")
+        gen = torch.cuda.default_generators[0]
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        plain, rng = torch.cuda.CUDAGraph(), torch.cuda.CUDAGraph()
+        with torch.cuda.graph(plain, stream=side):
+            buf.fill_(1.0)
+        with torch.cuda.graph(rng, stream=side):
+            home = gen.graphsafe_get_state()
+            gen.graphsafe_set_state(tracker.states[0])
+            buf.uniform_()
+            gen.graphsafe_set_state(home)
+        torch.cuda.current_stream().wait_stream(side)
+        rng._keep = plain._keep = (tracker, buf)
+        pairs = _replay.graph_states(rng)
+        rounds = [(host_us(plain.replay), host_us(rng.replay),
+                   replay_us(plain.replay, reps=1000, rounds=3),
+                   replay_us(rng.replay, reps=1000, rounds=3)) for _ in range(5)]
+        pr, rr, ep, er = (statistics.median(r[i] for r in rounds) for i in range(4))
+        print(f"| {n} | {'?' if pairs is None else len(pairs)} | {pr:.2f} | {rr:.2f} | "
+              f"{rr - pr:+.2f} | {ep:.2f} / {er:.2f} |")
+
+
 def main():
     rt.install()
     torch.cuda.init()
-    correctness()
+    b = rt.backend()
+    print("info  recap.torch:", {k: b[k] for k in ("hooks", "patched", "layout", "registration",
+                                                   "replay")})
+    from recap import _graph_hooks
+    check(b["hooks"] == ("torch" if _graph_hooks.torch_has_hooks() else "shim"),
+          f"graphs followed through {b['hooks']} hooks")
+    if _replay._bound:
+        correctness()
+    else:
+        torch_replays()
     if "bench" in sys.argv[1:]:
-        bench()
+        bench() if _replay._bound else bench_torch()
     print(f"{len(FAILS)} failed" if FAILS else "all checks passed")
     return 1 if FAILS else 0
 
