@@ -154,5 +154,6 @@ class NativeDistribution(Distribution):
 
 
 ext_modules, ext_cmds = extension_build()
-setup(distclass=NativeDistribution, ext_modules=ext_modules,
+# recap-run is a shell front (python/bin/recap-run says why), installed as a script.
+setup(distclass=NativeDistribution, ext_modules=ext_modules, scripts=["bin/recap-run"],
       cmdclass={"build_py": BuildPy, "sdist": Sdist, **ext_cmds})

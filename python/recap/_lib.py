@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 import os
 import threading
 from typing import Optional
@@ -92,6 +91,7 @@ def _candidates():
     yield os.path.join(here, "_lib", "librecap.so.1")
     for up in ("..", os.path.join("..", "..")):
         yield os.path.normpath(os.path.join(here, up, "..", "src", ".libs", "librecap.so.1"))
+    import ctypes.util  # only here: it imports subprocess and more (recap-run's start-up cost)
     found = ctypes.util.find_library("recap")
     yield found if found else "librecap.so.1"
 

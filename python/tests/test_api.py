@@ -3,6 +3,7 @@
 Megatron-Core 0.19's tensor_parallel.random with the same parameters (read from the source, not
 imported), C failures become typed exceptions with recap's message, and recap-run's options."""
 import ast
+import importlib.util
 import os
 import subprocess
 import sys
@@ -225,6 +226,59 @@ class RecapRun(unittest.TestCase):
         self.assertEqual(len(entries), 1, entries)
         self.assertTrue(os.path.samefile(entries[0], os.path.join(root, "recap", "_autoload")))
         self.assertTrue(os.path.samefile(found, root))
+
+
+class RecapRunStartsLight(unittest.TestCase):
+    """Under recap-run a Python process imports nothing of torch's or recap's at start-up: recap
+    installs itself once the process's first import of torch or megatron has finished."""
+
+    def run_child(self, code, extra_path=()):
+        root = os.path.dirname(os.path.dirname(os.path.abspath(recap.__file__)))
+        env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+        env.pop("RECAP_MEGATRON", None)
+        env["PYTHONPATH"] = os.pathsep.join([root, *extra_path])
+        return subprocess.run([sys.executable, "-m", "recap.run", "--no-preload",
+                               sys.executable, "-c", code],
+                              capture_output=True, text=True, cwd=HERE, env=env, timeout=300)
+
+    def test_nothing_heavy_at_start(self):
+        r = self.run_child("import sys; print(sorted(m for m in ('torch', 'recap', "
+                           "'recap.megatron', 'recap.torch', 'numpy') if m in sys.modules))")
+        self.assertEqual((r.returncode, r.stdout.strip()), (0, "[]"), r.stderr)
+
+    @unittest.skipIf(importlib.util.find_spec("torch") is None and
+                     os.environ.get("RECAP_REQUIRE_TORCH") != "1", "torch is not installed")
+    def test_installed_when_torch_is_imported(self):
+        r = self.run_child("import sys; print('recap.megatron' in sys.modules); import torch; "
+                           "import recap.torch as rt; print('recap.megatron' in sys.modules, "
+                           "bool(rt._orig))")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(r.stdout.split(), ["False", "True", "True"])
+
+    @unittest.skipIf(importlib.util.find_spec("torch") is None and
+                     os.environ.get("RECAP_REQUIRE_TORCH") != "1", "torch is not installed")
+    def test_after_the_outermost_import(self):
+        # A stand-in megatron that imports torch: recap installs after megatron's import has
+        # finished, not in the middle of it (when torch's nested import ends).
+        import tempfile
+        with tempfile.TemporaryDirectory() as tmp:
+            os.makedirs(os.path.join(tmp, "megatron"))
+            with open(os.path.join(tmp, "megatron", "__init__.py"), "w") as f:
+                f.write("import sys, torch\n"
+                        "DURING = 'recap.megatron' in sys.modules\n")
+            r = self.run_child("import sys, megatron; print(megatron.DURING, "
+                               "'recap.megatron' in sys.modules)", extra_path=(tmp,))
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(r.stdout.split(), ["False", "True"])
+
+    def test_off_with_recap_megatron_0(self):
+        r = subprocess.run([sys.executable, "-m", "recap.run", "--no-megatron", "--no-preload",
+                            sys.executable, "-c", "import sys; print(len([f for f in "
+                            "sys.meta_path if type(f).__name__ == '_FirstImport']))"],
+                           capture_output=True, text=True, cwd=HERE, timeout=300,
+                           env=dict(os.environ, PYTHONPATH=os.path.dirname(os.path.dirname(
+                               os.path.abspath(recap.__file__)))))
+        self.assertEqual((r.returncode, r.stdout.strip()), (0, "0"), r.stderr)
 
 
 if __name__ == "__main__":
