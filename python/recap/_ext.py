@@ -5,7 +5,8 @@ torch; otherwise None, and ``why`` says why (recap.torch then runs its Python op
 The extension (recap/csrc) is built by ``pip install ./python`` against the torch of the build
 environment, which recap/_build.py records. Loading it under another torch is refused here,
 before the import (a C++ extension of another torch may not even link), by recap/_C.py for a
-direct ``import recap._C``, and again by the compiled module itself. ``RECAP_TORCH_EXT=0`` turns it off.
+direct ``import recap._C``, and again by the compiled module itself. ``RECAP_TORCH_EXT=0`` turns
+it off.
 """
 from __future__ import annotations
 
@@ -40,9 +41,65 @@ def refusal() -> str:
                 "install): the Python operations run")
     if want != torch.__version__:
         return (f"recap's torch extension was built for torch {want}, not the running "
-                f"torch {torch.__version__}: reinstall recap (pip install "
-                "--no-build-isolation ./python) against this torch")
+                f"torch {torch.__version__}: reinstall recap against this torch: "
+                f"{fix_command()}")
     return ""
+
+
+def _distribution():
+    """recap-rng's installed metadata for this very copy of the package, or None (a source
+    tree on PYTHONPATH)."""
+    try:
+        from importlib import metadata
+    except ImportError:
+        return None
+    here = os.path.dirname(os.path.abspath(__file__))
+    try:
+        for dist in metadata.distributions(name="recap-rng"):
+            try:
+                where = os.path.abspath(str(dist.locate_file("recap")))
+            except Exception:  # noqa: BLE001 - metadata of another kind: not ours
+                continue
+            if where == here:
+                return dist
+    except Exception:  # noqa: BLE001 - broken metadata elsewhere on the path
+        return None
+    return None
+
+
+def fix_command() -> str:
+    """The command that rebuilds recap._C against the running torch, for how this copy was
+    installed: from a folder or an sdist, that again; from a package index or a wheel, the
+    index's sdist (--no-binary); into a --target folder, that folder."""
+    import json
+    import shlex
+    import sys
+
+    pip = [os.path.basename(sys.executable) if sys.executable else "python3", "-m", "pip",
+           "install", "--no-build-isolation", "--force-reinstall", "--no-deps"]
+    dist = _distribution()
+    if dist is None:
+        return " ".join(pip[:5]) + " ./python  (from recap's checkout, after ./scripts/bootstrap)"
+    source = None
+    try:
+        direct = json.loads(dist.read_text("direct_url.json") or "null")
+    except (ValueError, OSError):
+        direct = None
+    if direct and str(direct.get("url", "")).startswith("file://"):
+        path = direct["url"][len("file://"):]
+        if "dir_info" in direct or path.endswith((".tar.gz", ".zip")):
+            source = path
+    from . import __version__
+    args = [source] if source else ["--no-binary", "recap-rng", f"recap-rng=={__version__}"]
+    site_dir = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    try:
+        import site
+        sites = set(site.getsitepackages()) | {site.getusersitepackages()}
+    except Exception:  # noqa: BLE001 - a Python without site (-S): assume a standard place
+        sites = {site_dir}
+    if site_dir not in {os.path.abspath(p) for p in sites}:
+        args = ["--target", site_dir, "--upgrade"] + args
+    return " ".join(shlex.quote(a) for a in pip + args)
 
 
 def module():
@@ -66,6 +123,9 @@ def module():
         _tried = True
         if why:
             from . import _lib
+            # Another torch than the build's is a mistake to fix, said even without RECAP_LOG;
+            # a choice (RECAP_TORCH_EXT=0, an install without the extension) only when asked.
             _lib.log_once("warn", f"recap.torch: {why}; torch's generators run through "
-                          "recap's Python operations (slower)")
+                          "recap's Python operations (slower)",
+                          default=why.startswith("recap's torch extension was built for"))
         return _module

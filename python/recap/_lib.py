@@ -165,10 +165,12 @@ _LEVELS = {"warn": 1, "info": 2, "debug": 3}
 _logged = set()
 
 
-def log_once(level: str, message: str) -> None:
+def log_once(level: str, message: str, default: bool = False) -> None:
     """A line of recap.torch's on stderr, as librecap logs (RECAP_LOG=warn|info|debug asks for
-    them; silent otherwise), each message once per process."""
-    want = _LEVELS.get(os.environ.get("RECAP_LOG", "").strip().lower(), 0)
+    them; silent otherwise), each message once per process. ``default``: said also when
+    RECAP_LOG is unset (RECAP_LOG=off or 0 still silences it)."""
+    setting = os.environ.get("RECAP_LOG", "").strip().lower()
+    want = _LEVELS.get(setting, 0) if setting or not default else _LEVELS["warn"]
     if want < _LEVELS[level] or message in _logged:
         return
     _logged.add(message)

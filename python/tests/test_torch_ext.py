@@ -34,6 +34,8 @@ def run_py(code, env=None, flags=()):
 class TorchExtension(unittest.TestCase):
     def test_built_for_the_running_torch_and_loads(self):
         from recap import _ext
+        if os.environ.get("RECAP_EXT_TESTS") != "1":  # a shipped build: no test entries in it
+            self.assertFalse([n for n in dir(_ext.module()) if n.startswith("_test")])
         self.assertEqual(_ext.built_for(), torch.__version__,
                          "recap/_build.py records the torch it was built against")
         m = _ext.module()
@@ -124,6 +126,37 @@ class TorchExtension(unittest.TestCase):
             r = run_py(code, env={"PYTHONPATH": tmp})
             self.assertIn("undefined symbol", r.stdout + r.stderr)
 
+    def test_another_torch_is_said_by_default_in_one_line(self):
+        # No RECAP_LOG: one warning line naming both torch releases and the command that fixes
+        # it for how this copy was installed; RECAP_LOG=off silences it.
+        code = ("import torch; torch.__version__ = '2.99.0'\n"
+                "import recap.torch as rt\n"
+                "from recap import _ext\n"
+                "assert _ext.module() is None and _ext.module() is None\n"
+                "print(_ext.fix_command())\n")
+        env = {k: v for k, v in os.environ.items() if k != "RECAP_LOG"}
+        env["PYTHONPATH"] = PKG_PARENT
+        r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
+                           text=True, timeout=300)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        ours = [line for line in r.stderr.splitlines() if " recap " in line]
+        self.assertEqual(len(ours), 1, r.stderr)
+        line, fix = ours[0], r.stdout.strip()
+        self.assertIn(" recap WARN ", line)
+        self.assertIn(f"built for torch {torch.__version__}, not the running torch 2.99.0", line)
+        self.assertIn(fix, line)
+        self.assertIn("-m pip install --no-build-isolation", fix)
+        import site
+        if os.path.abspath(PKG_PARENT) not in map(os.path.abspath, site.getsitepackages()):
+            from recap import _ext
+            if _ext._distribution() is not None:  # installed with --target, as CI does
+                self.assertIn(f"--target {PKG_PARENT}", fix)
+        env["RECAP_LOG"] = "off"
+        r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
+                           text=True, timeout=300)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertNotIn(" recap ", r.stderr)
+
     def test_turned_off_says_so_once(self):
         r = run_py("import recap.torch as rt\n"
                    "from recap import _ext\n"
@@ -139,6 +172,16 @@ class TorchExtension(unittest.TestCase):
                    env={"RECAP_TORCH_EXT": "0", "RECAP_LOG": ""})
         self.assertEqual((r.returncode, r.stdout), (0, ""))
         self.assertNotIn("recap", r.stderr)  # (torch may warn of its own at import)
+
+
+def _need_test_entries(testcase, module):
+    """recap._C's _test_* entries are compiled in only for the package's own tests
+    (RECAP_EXT_TESTS=1 at install; never in a shipped wheel): skip without them, unless
+    RECAP_EXT_TESTS=1 here says they must be there."""
+    if not hasattr(module, "_test_state"):
+        if os.environ.get("RECAP_EXT_TESTS") == "1":
+            testcase.fail("RECAP_EXT_TESTS=1 but recap._C has no test entries")
+        testcase.skipTest("recap._C was built without its test entries (RECAP_EXT_TESTS=1)")
 
 
 def _major_minor():
@@ -169,6 +212,7 @@ class StateLayout(unittest.TestCase):
         self.assertEqual(rt.needs_registration(), want != "per-capture-lazy")
 
     def test_fields_read_are_torchs(self):
+        _need_test_entries(self, self.C)
         for _ in range(40):
             seed = self.rng.randrange(1 << 64)
             offset = self.rng.randrange(1 << 62) * 4

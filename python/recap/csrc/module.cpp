@@ -17,8 +17,10 @@ namespace py = pybind11;
 using namespace recap_torch;
 
 namespace recap_torch {
-// The _test_ entries (test_entries.cpp).
+#ifdef RECAP_TEST_ENTRIES
+// The _test_ entries (test_entries.cpp: compiled in only for the package's own tests).
 void define_test_entries(py::module_ &m);
+#endif
 // Fork, bind_tracker_calls (fork.cpp).
 void define_fork(py::module_ &m);
 // get_values, get_objects, set_values (tracker_states.cpp).
@@ -65,5 +67,7 @@ PYBIND11_MODULE(_C_torch, m)
     define_replay(m);
     define_tracker_states(m);
     define_fork(m);
+#ifdef RECAP_TEST_ENTRIES
     define_test_entries(m);
+#endif
 }
