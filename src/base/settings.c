@@ -82,6 +82,9 @@ static const setting_t table[] = {
     {"RECAP_BUNDLE_LIB", NULL,
      "FILE at install: the librecap the wheel bundles (default the build tree's "
      "`src/.libs/librecap.so.1`)"},
+    {"RECAP_EXT_TESTS", flag,
+     "1 at install: compile `recap._C`'s test entries (`_test_*`) in, for the package's own "
+     "tests (never in a shipped wheel); 1 when the tests run: those entries must be there"},
     {"RECAP_EXT_SANITIZE", sanitizers,
      "at install: build `recap._C` with that sanitizer (`scripts/ci-torch-threads`; never "
      "shipped)"},
@@ -105,7 +108,8 @@ static const setting_t table[] = {
      "DIR: where `scripts/ci-sanitize` and `scripts/ci-torch-threads` build (default "
      "`/tmp/recap-sanitize`)"},
     {"RECAP_TORCH_NEWEST", NULL,
-     "the torch release `scripts/ci-torch-newest` installs (default the newest recap supports)"},
+     "the torch release `scripts/ci-dist` and `scripts/ci-torch-newest` install (default the "
+     "newest recap supports)"},
     {"RECAP_TORCH_NEWEST_VENV", NULL,
      "DIR: the virtual environment `scripts/ci-torch-newest` makes"},
     {"RECAP_THREADS_VALUE_OPS", on_off,
