@@ -4,7 +4,8 @@
  * processes (the settings are read once, at load): recap-probe and recap-selfcheck, and
  * tests/log_client for a fork. The line's NCCL-style prefix, the rank from the launchers'
  * variables, timestamps, RECAP_LOG_FILE with %h and %p, the fallback to stderr, one warning for
- * each RECAP_* value recap does not understand (whatever RECAP_LOG says), nothing on stdout.
+ * each RECAP_* value recap does not understand (whatever RECAP_LOG says), one line per message
+ * whatever it holds, nothing on stdout.
  */
 #define _GNU_SOURCE
 #include <dirent.h>
@@ -338,6 +339,20 @@ START_TEST(log_lines_never_reach_stdout)
 }
 END_TEST
 
+/* One line per message: a setting's value holding a newline is named on one line. */
+START_TEST(setting_value_with_a_newline_is_warned_about_on_one_line)
+{
+    int status;
+    char *err = stderr_of("RECAP_HOOKS=\"$(printf 'pre\\nlaod')\"", PROBE " --check hooks",
+                          &status);
+
+    ck_assert_msg(count_lines(err) == 1, "%s", err);
+    ck_assert_msg(strstr(err, " recap WARN RECAP_HOOKS=pre\\nlaod not understood") != NULL, "%s",
+                  err);
+    free(err);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("log");
@@ -355,6 +370,7 @@ int main(void)
     tcase_add_test(tc, unknown_values_warn_once_even_with_logging_off);
     tcase_add_test(tc, known_values_are_quiet_in_any_case);
     tcase_add_test(tc, log_lines_never_reach_stdout);
+    tcase_add_test(tc, setting_value_with_a_newline_is_warned_about_on_one_line);
     suite_add_tcase(s, tc);
     return tu_run(s);
 }

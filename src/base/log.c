@@ -17,6 +17,7 @@
 #include "base/settings.h"
 
 #define SINK_UNOPENED (-2)
+#define LINE_MAX_BYTES 1024
 
 /* -1 until the environment has been read; a benign race (every reader computes the same). */
 static volatile int log_level = -1;
@@ -112,16 +113,47 @@ static int prefix(char *buf, size_t len, int level)
     return n;
 }
 
-/* One write per line, so the lines of threads and of processes sharing a file never mix. */
+/* Appends `msg` to line[n..len) with its control characters escaped (\n, \r, \t, \xNN), an
+ * escape whole or not at all; returns the new length. Other bytes, UTF-8 included, stay. */
+static size_t append_escaped(char *line, size_t n, size_t len, const char *msg)
+{
+    static const char hex[] = "0123456789abcdef";
+
+    for (; *msg != '\0'; msg++) {
+        unsigned char c = (unsigned char)*msg;
+        char esc[4] = {'\\', 0, 0, 0};
+        size_t k = 2;
+
+        if (c >= 0x20 && c != 0x7f) {
+            esc[0] = (char)c;
+            k = 1;
+        } else if (c == '\n' || c == '\r' || c == '\t') {
+            esc[1] = c == '\n' ? 'n' : c == '\r' ? 'r' : 't';
+        } else {
+            esc[1] = 'x';
+            esc[2] = hex[c >> 4];
+            esc[3] = hex[c & 0xf];
+            k = 4;
+        }
+        if (n + k > len)
+            break; /* cut, but still one line */
+        memcpy(line + n, esc, k);
+        n += k;
+    }
+    return n;
+}
+
+/* One write per line, so the lines of threads and of processes sharing a file never mix; one
+ * line per write, so a message (a host's, or holding a name a host gave) never adds lines. */
 static void emit(int fd, int level, const char *fmt, va_list ap)
 {
-    char line[1024];
+    char line[LINE_MAX_BYTES], msg[LINE_MAX_BYTES];
     int n = prefix(line, sizeof(line) - 1, level);
 
-    if (n < (int)sizeof(line) - 1)
-        n += vsnprintf(line + n, sizeof(line) - 1 - (size_t)n, fmt, ap);
     if (n > (int)sizeof(line) - 2)
-        n = (int)sizeof(line) - 2; /* cut, but still one line */
+        n = (int)sizeof(line) - 2;
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    n = (int)append_escaped(line, (size_t)n, sizeof(line) - 1, msg);
     line[n++] = '\n';
     while (write(fd, line, (size_t)n) < 0 && errno == EINTR)
         ;

@@ -4,7 +4,9 @@
  * NCCL_DEBUG's conventions, since jobs of many ranks interleave them:
  *     [TIME ]HOST:PID:TID [RANK] recap LEVEL message
  * TIME (UTC, ISO 8601) with RECAP_LOG_TIME=1; [RANK] when the launcher set one (base/ident.h).
- * They go to stderr, or to RECAP_LOG_FILE (%h: host name, %p: pid), appended, one write each.
+ * They go to stderr, or to RECAP_LOG_FILE (%h: host name, %p: pid), appended, one write each,
+ * and each is one line: control characters in a message are written escaped (a message holding
+ * a name or value a host gave recap must not be able to add lines that look like recap's).
  */
 #ifndef RECAP_BASE_LOG_H
 #define RECAP_BASE_LOG_H
