@@ -11,12 +11,14 @@
 #include <unistd.h>
 
 #include "base/env.h"
+#include "base/error.h"
 #include "base/ident.h"
 #include "base/log.h"
 #include "base/sink.h"
 #include "base/settings.h"
 
 #define SINK_UNOPENED (-2)
+#define LOG_OFF 0 /* below every level */
 #define LINE_MAX_BYTES 1024
 
 /* -1 until the environment has been read; a benign race (every reader computes the same). */
@@ -38,7 +40,7 @@ static void read_settings(void)
     log_time = recap__env_choice("RECAP_LOG_TIME", flags, 0, 0); /* first: warnings show it */
     level = recap__env_choice("RECAP_LOG", levels, 0, RECAP_LOG_WARN);
     /* An unknown value (warned about) still asked for some output: warnings. */
-    log_level = level > RECAP_LOG_DEBUG ? RECAP_LOG_OFF : level;
+    log_level = level > RECAP_LOG_DEBUG ? LOG_OFF : level;
 }
 
 int recap__log_level(void)
@@ -175,4 +177,15 @@ void recap__log_stderr(int level, const char *fmt, ...)
     va_start(ap, fmt);
     emit(STDERR_FILENO, level, fmt, ap);
     va_end(ap);
+}
+
+recap_status_t recap_log_write(recap_log_level_t level, const char *message)
+{
+    int l = (int)level; /* the enum may be unsigned: a bad value is judged as the host passed it */
+
+    RECAP_CHECK_ARG(l >= RECAP_LOG_WARN && l <= RECAP_LOG_DEBUG,
+                    "recap_log_write: level %d is not RECAP_LOG_WARN, _INFO or _DEBUG", l);
+    RECAP_CHECK_ARG(message != NULL, "recap_log_write: message is NULL");
+    recap__log(l, "%s", message);
+    return RECAP_OK;
 }
