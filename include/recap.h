@@ -61,6 +61,33 @@ RECAP_API const char *recap_strerror(recap_status_t status);
 /* The message of the calling thread's last failed call ("" when none). */
 RECAP_API const char *recap_last_error(void);
 
+/* ---------------------------------------------------------------- log */
+
+/*
+ * recap's log, for a host's own lines too (ABI 1.6), so that a job has one log: the Python
+ * package writes its lines through it. RECAP_LOG=warn|info|debug chooses the levels written
+ * (none by default); lines go to stderr, or to RECAP_LOG_FILE ("%h": host name, "%p": pid),
+ * each one write, as
+ *     [TIME ]HOST:PID:TID [RANK] recap LEVEL message
+ * with TIME (UTC, ISO 8601) under RECAP_LOG_TIME=1 and RANK when a launcher set one (RANK,
+ * OMPI_COMM_WORLD_RANK, SLURM_PROCID, PMI_RANK).
+ */
+typedef enum recap_log_level {
+    RECAP_LOG_WARN = 1,
+    RECAP_LOG_INFO = 2,
+    RECAP_LOG_DEBUG = 3,
+    /* A warning written also when RECAP_LOG is not set (RECAP_LOG=off or 0 silences it): for
+     * the few mistakes a user must hear of without asking. */
+    RECAP_LOG_WARN_UNLESS_OFF = 4
+} recap_log_level_t;
+
+/* Writes `message` as one line of recap's log at `level`: RECAP_OK, writing nothing, when
+ * RECAP_LOG leaves that level out. A message is always one line: its control characters are
+ * written escaped (newline as \n, carriage return \r, tab \t, any other as \xNN), so no caller
+ * can add lines of its own; a line longer than 1 KiB is cut. RECAP_ERR_INVALID_ARG for a level
+ * that is not one of the four or a NULL message. */
+RECAP_API recap_status_t recap_log_write(recap_log_level_t level, const char *message);
+
 /* ---------------------------------------------------------------- CUDA environment */
 
 /* Loads the CUDA driver if it is not loaded yet. RECAP_ERR_NO_DRIVER when there is none. */

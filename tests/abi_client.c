@@ -38,6 +38,7 @@ int main(void)
     CHECK(recap_exact_capture_leave(scope));
     CHECK(recap_plain_engine_create(RECAP_DEVICE_HOST, 0, &engine));
     CHECK(recap_plain_engine_destroy(engine));
+    CHECK(recap_log_write(RECAP_LOG_DEBUG, "abi_client")); /* 1.6 (silent unless RECAP_LOG asks) */
     printf("%d.%d\n", abi >> 16, abi & 0xffff);
     return 0;
 }

@@ -207,8 +207,8 @@ START_TEST(every_status_has_a_distinct_text)
     ck_assert_str_eq(recap_strerror((recap_status_t)-1000), "unknown status");
     /* 1.1: stream-ordered host calls; 1.2: framework generators, capture subscribers;
      * 1.3: recap_cupti_holder; 1.4: exact-capture scopes; 1.5: the engine names and graph
-     * composition */
-    ck_assert_int_eq(recap_abi_version(), 1 << 16 | 5);
+     * composition; 1.6: recap_log_write */
+    ck_assert_int_eq(recap_abi_version(), 1 << 16 | 6);
     ck_assert_str_eq(recap_version_string(), PACKAGE_VERSION);
 }
 END_TEST

@@ -1,10 +1,12 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * recap's log (src/base/log.c) and the warnings about its settings (src/base/env.c), in fresh
- * processes (the settings are read once, at load): recap-probe and recap-selfcheck, and
- * tests/log_client for a fork. The line's NCCL-style prefix, the rank from the launchers'
- * variables, timestamps, RECAP_LOG_FILE with %h and %p, the fallback to stderr, one warning for
- * each RECAP_* value recap does not understand (whatever RECAP_LOG says), nothing on stdout.
+ * processes (the settings are read once, at load): recap-probe and recap-selfcheck,
+ * tests/log_client for a fork, tests/log_line_client for a host's own line (recap_log_write).
+ * The line's NCCL-style prefix, the rank from the launchers' variables, timestamps,
+ * RECAP_LOG_FILE with %h and %p, the fallback to stderr, one warning for each RECAP_* value recap
+ * does not understand (whatever RECAP_LOG says), one line per message whatever it holds,
+ * nothing on stdout.
  */
 #define _GNU_SOURCE
 #include <dirent.h>
@@ -25,6 +27,8 @@
 #define INTERPOSER RECAP_BUILDDIR "/src/.libs/librecap-preload.so"
 /* recap-probe --check hooks under the LD_PRELOAD front end logs exactly this at info. */
 #define FRONT_END_LINE "recap INFO interception front end: preload"
+/* A host's line: recap_log_write(LEVEL, MESSAGE), then the status on stdout. */
+#define LINE_CLIENT "tests/log_line_client"
 
 /* The environment entries preloading the front end, quoted for the shell. Under a sanitizer its
  * runtime comes first, into libtool's wrapper script too, whose tools' leaks are not recap's. */
@@ -119,20 +123,27 @@ START_TEST(rank_comes_from_the_first_launcher_variable_set)
 }
 END_TEST
 
-START_TEST(time_comes_first_with_RECAP_LOG_TIME)
+/* The text after a RECAP_LOG_TIME timestamp of now and its space; fails the test without one. */
+static const char *after_time(const char *line)
 {
     struct tm tm = {0};
     time_t now = time(NULL), then;
+    const char *rest = strptime(line, "%Y-%m-%dT%H:%M:%S", &tm);
+
+    ck_assert_msg(rest != NULL, "%s", line);
+    ck_assert_msg(rest[0] == '.' && strspn(rest + 1, "0123456789") == 6 && rest[7] == 'Z' &&
+                  rest[8] == ' ', "%s", line);
+    then = timegm(&tm);
+    ck_assert_msg(then >= now - 60 && then <= now + 60, "%s", line); /* UTC, now */
+    return rest + 9;
+}
+
+START_TEST(time_comes_first_with_RECAP_LOG_TIME)
+{
     int status;
     char *err = stderr_of("RECAP_LOG=info RECAP_LOG_TIME=1", PROBE_HOOKS, &status);
-    char *rest = strptime(err, "%Y-%m-%dT%H:%M:%S", &tm);
 
-    ck_assert_msg(rest != NULL, "%s", err);
-    ck_assert_msg(rest[0] == '.' && strspn(rest + 1, "0123456789") == 6 && rest[7] == 'Z' &&
-                  rest[8] == ' ', "%s", err);
-    then = timegm(&tm);
-    ck_assert_msg(then >= now - 60 && then <= now + 60, "%s", err); /* UTC, now */
-    ck_assert_ptr_nonnull(strstr(rest, " " FRONT_END_LINE));
+    ck_assert_ptr_nonnull(strstr(after_time(err), " " FRONT_END_LINE));
     free(err);
 }
 END_TEST
@@ -338,6 +349,104 @@ START_TEST(log_lines_never_reach_stdout)
 }
 END_TEST
 
+/* One line per message: a setting's value holding a newline is named on one line. */
+START_TEST(setting_value_with_a_newline_is_warned_about_on_one_line)
+{
+    int status;
+    char *err = stderr_of("RECAP_HOOKS=\"$(printf 'pre\\nlaod')\"", PROBE " --check hooks",
+                          &status);
+
+    ck_assert_msg(count_lines(err) == 1, "%s", err);
+    ck_assert_msg(strstr(err, " recap WARN RECAP_HOOKS=pre\\nlaod not understood") != NULL, "%s",
+                  err);
+    free(err);
+}
+END_TEST
+
+/* Issue 46: a host's line is in recap's log file, with recap's time, host:pid:tid and rank. */
+START_TEST(host_line_lands_in_the_log_file_with_time_and_rank)
+{
+    char dir[] = "/tmp/recap-log-XXXXXX", cmd[512], want[512], path[512];
+    int status;
+    long pid;
+    char *out, *name, *text;
+
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    snprintf(cmd, sizeof(cmd), CLEAN "RANK=3 RECAP_LOG=warn RECAP_LOG_TIME=1 "
+             "RECAP_LOG_FILE=%s/%%p.log " LINE_CLIENT " 1 'the host says this' 2>&1", dir);
+    out = tu_shell(cmd, &status);
+    ck_assert_int_eq(status, 0);
+    ck_assert_str_eq(out, "0\n"); /* RECAP_OK, and nothing on stderr */
+    name = only_file(dir);
+    ck_assert_ptr_nonnull(name);
+    ck_assert_int_eq(sscanf(name, "%ld.log", &pid), 1);
+    snprintf(path, sizeof(path), "%s/%s", dir, name);
+    text = slurp(path);
+    ck_assert_int_eq(count_lines(text), 1);
+    snprintf(want, sizeof(want), "%s:%ld:%ld [3] recap WARN the host says this\n", host(), pid,
+             pid);
+    ck_assert_str_eq(after_time(text), want);
+    unlink(path);
+    rmdir(dir);
+    free(out);
+    free(name);
+    free(text);
+}
+END_TEST
+
+/* A host cannot forge lines: newlines and other control characters are written escaped. */
+START_TEST(host_message_with_newlines_stays_one_line)
+{
+    int status;
+    char *err = stderr_of("RECAP_LOG=warn", LINE_CLIENT " 1 \"$(printf 'one\\nh:1:1 recap WARN "
+                          "forged\\r\\t\\033[0m\\\\')\"", &status);
+    const char *msg = strstr(err, " recap WARN ");
+
+    ck_assert_int_eq(status, 0);
+    ck_assert_msg(count_lines(err) == 1 && msg != NULL, "%s", err);
+    ck_assert_str_eq(msg, " recap WARN one\\nh:1:1 recap WARN forged\\r\\t\\x1b[0m\\\n");
+    free(err);
+}
+END_TEST
+
+/* A level RECAP_LOG leaves out is nothing to do, not an error. */
+START_TEST(host_line_below_the_level_is_not_written_and_not_an_error)
+{
+    static const char *const cases[][2] = {
+        {"RECAP_LOG=warn", "2"}, {"RECAP_LOG=info", "3"}, {"RECAP_LOG=off", "1"}, {"", "1"},
+    };
+    char cmd[256];
+    size_t i;
+    int status;
+
+    for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        char *out;
+
+        snprintf(cmd, sizeof(cmd), CLEAN "%s " LINE_CLIENT " %s 'not written' 2>&1", cases[i][0],
+                 cases[i][1]);
+        out = tu_shell(cmd, &status);
+        ck_assert_int_eq(status, 0);
+        ck_assert_msg(strcmp(out, "0\n") == 0, "%s level %s: %s", cases[i][0], cases[i][1], out);
+        free(out);
+    }
+}
+END_TEST
+
+START_TEST(host_line_with_a_bad_level_or_no_message_is_invalid)
+{
+    static const int bad[] = {0, 4, -1, 1000};
+    size_t i;
+
+    for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        ck_assert_int_eq(recap_log_write((recap_log_level_t)bad[i], "x"), RECAP_ERR_INVALID_ARG);
+        ck_assert_msg(strstr(recap_last_error(), "is not RECAP_LOG_WARN") != NULL, "%d: %s",
+                      bad[i], recap_last_error());
+    }
+    ck_assert_int_eq(recap_log_write(RECAP_LOG_WARN, NULL), RECAP_ERR_INVALID_ARG);
+    ck_assert_str_eq(recap_last_error(), "recap_log_write: message is NULL");
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("log");
@@ -355,6 +464,11 @@ int main(void)
     tcase_add_test(tc, unknown_values_warn_once_even_with_logging_off);
     tcase_add_test(tc, known_values_are_quiet_in_any_case);
     tcase_add_test(tc, log_lines_never_reach_stdout);
+    tcase_add_test(tc, setting_value_with_a_newline_is_warned_about_on_one_line);
+    tcase_add_test(tc, host_line_lands_in_the_log_file_with_time_and_rank);
+    tcase_add_test(tc, host_message_with_newlines_stays_one_line);
+    tcase_add_test(tc, host_line_below_the_level_is_not_written_and_not_an_error);
+    tcase_add_test(tc, host_line_with_a_bad_level_or_no_message_is_invalid);
     suite_add_tcase(s, tc);
     return tu_run(s);
 }

@@ -64,6 +64,11 @@ RECAP_HOOKS_PRELOAD = 1
 RECAP_HOOKS_CUPTI = 2
 RECAP_HOOKS_INJECTION = 3
 
+RECAP_LOG_WARN = 1
+RECAP_LOG_INFO = 2
+RECAP_LOG_DEBUG = 3
+RECAP_LOG_WARN_UNLESS_OFF = 4
+
 # ------------------------------------------------------------------ callbacks and structures
 
 GetStateFn = ctypes.CFUNCTYPE(c_status, vp, u8p)
@@ -154,6 +159,7 @@ DECLS = {
     "recap_version_string": ([], ctypes.c_char_p),
     "recap_strerror": ([ctypes.c_int], ctypes.c_char_p),
     "recap_last_error": ([], ctypes.c_char_p),
+    "recap_log_write": ([ctypes.c_int, ctypes.c_char_p], _S),
     "recap_device_count": ([P(ctypes.c_int)], _S),
     "recap_generator_create": ([ctypes.c_int, P(vp)], _S),
     "recap_generator_destroy": ([vp], _S),

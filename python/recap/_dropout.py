@@ -15,12 +15,11 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import os
-import sys
 import tempfile
 
 import torch
 
-from . import _abi
+from . import _abi, _lib
 from ._lib import check, lib
 
 try:
@@ -404,7 +403,7 @@ def launch_dropout(x, y, args, p, mask_out=None, slot=None, backend=None):
     """y = dropout(x) with the Philox arguments `args` (a PhiloxArgs from reserve(4)).
     `slot` (two int64 tensors: seed, base offset) stands in for recap's device slot in tests.
     Without a backend named, the first launch falls back from Triton to CuPy if Triton cannot
-    launch at all (outside a capture, with a note on stderr)."""
+    launch at all (outside a capture, with a warning in recap's log)."""
     n = x.numel()
     if n >= 2**31:
         raise ValueError("dropout of 2^31 elements or more")
@@ -420,7 +419,7 @@ def launch_dropout(x, y, args, p, mask_out=None, slot=None, backend=None):
     except Exception as e:  # noqa: BLE001 - a broken Triton install: use the CUDA C kernel
         if torch.cuda.is_current_stream_capturing():
             raise
-        print(f"recap: Triton cannot launch ({e!r}); using the CuPy kernel", file=sys.stderr)
+        _lib.log_once("warn", f"recap.torch: Triton cannot launch ({e!r}); using the CuPy kernel")
         _backend["name"] = "cupy"
         return _launch_cupy(x, y, args, p, mask_out, slot)
 

@@ -161,20 +161,48 @@ def call(name: str, *args) -> None:
     check(getattr(lib(), name)(*args), name)
 
 
-_LEVELS = {"warn": 1, "info": 2, "debug": 3}
+_LEVELS = {"warn": _abi.RECAP_LOG_WARN, "info": _abi.RECAP_LOG_INFO,
+           "debug": _abi.RECAP_LOG_DEBUG}
 _logged = set()
 
 
 def log_once(level: str, message: str, default: bool = False) -> None:
-    """A line of recap.torch's on stderr, as librecap logs (RECAP_LOG=warn|info|debug asks for
-    them; silent otherwise), each message once per process. ``default``: said also when
-    RECAP_LOG is unset (RECAP_LOG=off or 0 still silences it)."""
-    setting = os.environ.get("RECAP_LOG", "").strip().lower()
-    want = _LEVELS.get(setting, 0) if setting or not default else _LEVELS["warn"]
-    if want < _LEVELS[level] or message in _logged:
+    """A line of the package's in recap's log, each message once per process: librecap writes
+    it (recap_log_write), so it goes where librecap's own lines go (stderr or RECAP_LOG_FILE),
+    with their prefix (RECAP_LOG_TIME's time, host:pid:tid, the rank) and only when RECAP_LOG
+    asks for the level, as librecap decides for its own. Without a librecap to load, the line
+    goes to stderr (RECAP_LOG read here), so the package still says it. ``default`` (warnings
+    only): said also when RECAP_LOG is unset (RECAP_LOG_WARN_UNLESS_OFF; off or 0 silences
+    it)."""
+    if message in _logged:
         return
     _logged.add(message)
+    try:
+        handle = lib()
+    except (ImportError, OSError, AttributeError):  # none, or one without recap_log_write
+        _stderr_line(level, message, default)
+        return
+    # Escaped here too: a NUL would end the C string early.
+    code = _abi.RECAP_LOG_WARN_UNLESS_OFF if default and level == "warn" else _LEVELS[level]
+    handle.recap_log_write(code, _one_line(message).encode(errors="backslashreplace"))
+
+
+def _one_line(message: str) -> str:
+    """The message with its control characters escaped as librecap writes them (\\n, \\r,
+    \\t, \\xNN): one line whatever it holds."""
+    named = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
+    return "".join(named.get(c, f"\\x{ord(c):02x}") if c < " " or c == "\x7f" else c
+                   for c in message)
+
+
+def _stderr_line(level: str, message: str, default: bool = False) -> None:
+    """log_once's line when librecap cannot be loaded: librecap's form without its time and
+    rank, filtered by RECAP_LOG read here."""
+    setting = os.environ.get("RECAP_LOG", "").strip().lower()
+    want = _LEVELS.get(setting, 0) if setting or not default else _LEVELS["warn"]
+    if want < _LEVELS[level]:
+        return
     import socket
     import sys
     sys.stderr.write(f"{socket.gethostname()}:{os.getpid()}:{threading.get_native_id()} recap "
-                     f"{level.upper()} {message}\n")
+                     f"{level.upper()} {_one_line(message)}\n")

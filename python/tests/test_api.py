@@ -170,7 +170,7 @@ class Errors(unittest.TestCase):
             _lib.call("recap_tracker_destroy", t)
 
     def test_abi_version(self):
-        self.assertEqual(recap.abi_version(), (1, 5))
+        self.assertEqual(recap.abi_version(), (1, 6))
 
 
 class RecapRun(unittest.TestCase):

@@ -11,16 +11,20 @@
 #include <unistd.h>
 
 #include "base/env.h"
+#include "base/error.h"
 #include "base/ident.h"
 #include "base/log.h"
 #include "base/sink.h"
 #include "base/settings.h"
 
 #define SINK_UNOPENED (-2)
+#define LOG_OFF 0 /* below every level */
+#define LINE_MAX_BYTES 1024
 
 /* -1 until the environment has been read; a benign race (every reader computes the same). */
 static volatile int log_level = -1;
 static int log_time;
+static int log_unset; /* RECAP_LOG is not set (or empty): RECAP_LOG_WARN_UNLESS_OFF lines show */
 
 /* RECAP_LOG_FILE, opened at the first line (a process that logs nothing creates no file). */
 static pthread_mutex_t sink_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -34,10 +38,13 @@ static void read_settings(void)
     const char *const *flags = recap__setting_choices("RECAP_LOG_TIME");
     int level;
 
+    const char *asked = recap__env("RECAP_LOG");
+
     log_time = recap__env_choice("RECAP_LOG_TIME", flags, 0, 0); /* first: warnings show it */
+    log_unset = asked == NULL || *asked == '\0';
     level = recap__env_choice("RECAP_LOG", levels, 0, RECAP_LOG_WARN);
     /* An unknown value (warned about) still asked for some output: warnings. */
-    log_level = level > RECAP_LOG_DEBUG ? RECAP_LOG_OFF : level;
+    log_level = level > RECAP_LOG_DEBUG ? LOG_OFF : level;
 }
 
 int recap__log_level(void)
@@ -112,16 +119,47 @@ static int prefix(char *buf, size_t len, int level)
     return n;
 }
 
-/* One write per line, so the lines of threads and of processes sharing a file never mix. */
+/* Appends `msg` to line[n..len) with its control characters escaped (\n, \r, \t, \xNN), an
+ * escape whole or not at all; returns the new length. Other bytes, UTF-8 included, stay. */
+static size_t append_escaped(char *line, size_t n, size_t len, const char *msg)
+{
+    static const char hex[] = "0123456789abcdef";
+
+    for (; *msg != '\0'; msg++) {
+        unsigned char c = (unsigned char)*msg;
+        char esc[4] = {'\\', 0, 0, 0};
+        size_t k = 2;
+
+        if (c >= 0x20 && c != 0x7f) {
+            esc[0] = (char)c;
+            k = 1;
+        } else if (c == '\n' || c == '\r' || c == '\t') {
+            esc[1] = c == '\n' ? 'n' : c == '\r' ? 'r' : 't';
+        } else {
+            esc[1] = 'x';
+            esc[2] = hex[c >> 4];
+            esc[3] = hex[c & 0xf];
+            k = 4;
+        }
+        if (n + k > len)
+            break; /* cut, but still one line */
+        memcpy(line + n, esc, k);
+        n += k;
+    }
+    return n;
+}
+
+/* One write per line, so the lines of threads and of processes sharing a file never mix; one
+ * line per write, so a message (a host's, or holding a name a host gave) never adds lines. */
 static void emit(int fd, int level, const char *fmt, va_list ap)
 {
-    char line[1024];
+    char line[LINE_MAX_BYTES], msg[LINE_MAX_BYTES];
     int n = prefix(line, sizeof(line) - 1, level);
 
-    if (n < (int)sizeof(line) - 1)
-        n += vsnprintf(line + n, sizeof(line) - 1 - (size_t)n, fmt, ap);
     if (n > (int)sizeof(line) - 2)
-        n = (int)sizeof(line) - 2; /* cut, but still one line */
+        n = (int)sizeof(line) - 2;
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    n = (int)append_escaped(line, (size_t)n, sizeof(line) - 1, msg);
     line[n++] = '\n';
     while (write(fd, line, (size_t)n) < 0 && errno == EINTR)
         ;
@@ -143,4 +181,22 @@ void recap__log_stderr(int level, const char *fmt, ...)
     va_start(ap, fmt);
     emit(STDERR_FILENO, level, fmt, ap);
     va_end(ap);
+}
+
+recap_status_t recap_log_write(recap_log_level_t level, const char *message)
+{
+    int l = (int)level; /* the enum may be unsigned: a bad value is judged as the host passed it */
+
+    RECAP_CHECK_ARG(l >= RECAP_LOG_WARN && l <= RECAP_LOG_WARN_UNLESS_OFF,
+                    "recap_log_write: level %d is not RECAP_LOG_WARN, _INFO, _DEBUG or "
+                    "_WARN_UNLESS_OFF", l);
+    RECAP_CHECK_ARG(message != NULL, "recap_log_write: message is NULL");
+    if (l == RECAP_LOG_WARN_UNLESS_OFF) {
+        /* A warning also when RECAP_LOG says nothing (its level is read first: log_unset too). */
+        if (recap__log_level() >= RECAP_LOG_WARN || log_unset)
+            recap__log_write(RECAP_LOG_WARN, "%s", message);
+        return RECAP_OK;
+    }
+    recap__log(l, "%s", message);
+    return RECAP_OK;
 }

@@ -4,15 +4,17 @@
  * NCCL_DEBUG's conventions, since jobs of many ranks interleave them:
  *     [TIME ]HOST:PID:TID [RANK] recap LEVEL message
  * TIME (UTC, ISO 8601) with RECAP_LOG_TIME=1; [RANK] when the launcher set one (base/ident.h).
- * They go to stderr, or to RECAP_LOG_FILE (%h: host name, %p: pid), appended, one write each.
+ * They go to stderr, or to RECAP_LOG_FILE (%h: host name, %p: pid), appended, one write each,
+ * and each is one line: control characters in a message are written escaped (a message holding
+ * a name or value a host gave recap must not be able to add lines that look like recap's).
  */
 #ifndef RECAP_BASE_LOG_H
 #define RECAP_BASE_LOG_H
 
 #include "base/atfork.h"
+#include "recap.h" /* the levels, RECAP_LOG_WARN..RECAP_LOG_DEBUG: hosts log through recap too */
 
-enum { RECAP_LOG_OFF = 0, RECAP_LOG_WARN = 1, RECAP_LOG_INFO = 2, RECAP_LOG_DEBUG = 3 };
-
+/* The level RECAP_LOG asks for: a RECAP_LOG_* level, or 0 (off, below every level). */
 int recap__log_level(void);
 void recap__log_write(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* A line on stderr whatever RECAP_LOG and RECAP_LOG_FILE say (warnings about recap's settings). */

@@ -29,8 +29,19 @@ def _activate():
         import recap.megatron
         recap.megatron.install_hook()
     except Exception as e:  # noqa: BLE001 - never break the job
+        _warn(f"recap-run: could not install recap.megatron: {e}")
+
+
+def _warn(message):
+    """A warning in recap's log (RECAP_LOG=warn, RECAP_LOG_FILE); on stderr when even recap's
+    Python package does not import, with any RECAP_LOG set."""
+    try:
+        from recap import _lib
+    except Exception:  # noqa: BLE001 - the job goes on
         if os.environ.get("RECAP_LOG"):
-            sys.stderr.write(f"recap: recap-run could not install recap.megatron: {e}\n")
+            sys.stderr.write(f"recap: {message}\n")
+        return
+    _lib.log_once("warn", message)
 
 
 class _FirstImport:
