@@ -432,9 +432,37 @@ START_TEST(host_line_below_the_level_is_not_written_and_not_an_error)
 }
 END_TEST
 
+/* RECAP_LOG_WARN_UNLESS_OFF: a warning also when RECAP_LOG is unset or empty; off and 0 silence
+ * it, and a level that shows warnings shows it as one. */
+START_TEST(host_warning_unless_off_shows_by_default)
+{
+    static const struct {
+        const char *env;
+        int shown;
+    } cases[] = {{"", 1}, {"RECAP_LOG=", 1}, {"RECAP_LOG=warn", 1}, {"RECAP_LOG=debug", 1},
+                 {"RECAP_LOG=off", 0}, {"RECAP_LOG=0", 0}};
+    char cmd[256];
+    size_t i;
+    int status;
+
+    for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        char *out;
+
+        snprintf(cmd, sizeof(cmd), CLEAN "%s " LINE_CLIENT " 4 'said by default' 2>&1",
+                 cases[i].env);
+        out = tu_shell(cmd, &status);
+        ck_assert_int_eq(status, 0);
+        ck_assert_msg((strstr(out, " recap WARN said by default\n") != NULL) == cases[i].shown,
+                      "%s: %s", cases[i].env, out);
+        ck_assert_msg(strstr(out, "0\n") != NULL, "%s: %s", cases[i].env, out);
+        free(out);
+    }
+}
+END_TEST
+
 START_TEST(host_line_with_a_bad_level_or_no_message_is_invalid)
 {
-    static const int bad[] = {0, 4, -1, 1000};
+    static const int bad[] = {0, 5, -1, 1000};
     size_t i;
 
     for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
@@ -468,6 +496,7 @@ int main(void)
     tcase_add_test(tc, host_line_lands_in_the_log_file_with_time_and_rank);
     tcase_add_test(tc, host_message_with_newlines_stays_one_line);
     tcase_add_test(tc, host_line_below_the_level_is_not_written_and_not_an_error);
+    tcase_add_test(tc, host_warning_unless_off_shows_by_default);
     tcase_add_test(tc, host_line_with_a_bad_level_or_no_message_is_invalid);
     suite_add_tcase(s, tc);
     return tu_run(s);
