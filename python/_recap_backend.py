@@ -2,14 +2,15 @@
 """recap-rng's build backend: setuptools' own, which asks for torch as well when it builds a
 wheel with recap._C (the extension compiles against torch's headers and libraries). In an
 isolated build (``python -m build``, ``pip install`` without ``--no-build-isolation``) that is the
-newest torch, which the wheel's metadata then requires; ``pip install --no-build-isolation``
-builds against the torch of the environment instead. The sdist needs no torch."""
+newest torch recap was tested on (2.15), which the wheel's metadata then requires; ``pip install
+--no-build-isolation`` builds against the torch of the environment instead. The sdist needs no
+torch."""
 import os
 
 from setuptools import build_meta as _setuptools
 from setuptools.build_meta import *  # noqa: F401,F403 - the rest of the backend as it is
 
-TORCH = "torch>=2.11"
+TORCH = "torch>=2.11,<2.16"  # the releases recap was built and tested on (README)
 
 
 def _with_torch(requires):

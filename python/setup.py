@@ -4,7 +4,7 @@
 - recap._C, recap.torch's compiled extension (recap/csrc, built as recap._C_torch), built by
   torch's own extension build against the torch of the build environment: ``pip install
   --no-build-isolation ./python`` after torch is installed (an isolated build compiles against
-  the newest torch, which the wheel then requires). recap/_build.py records which torch it was
+  the newest torch recap was tested on, which the wheel then requires). recap/_build.py records which torch it was
   built for; recap.torch refuses the extension under another, and the wheel's metadata requires
   that torch release (``torch==X.Y.Z``). A build that cannot make it fails, loudly:
   ``RECAP_PYTHON_OPS=1`` installs without it (recap.torch then runs its Python operations,
