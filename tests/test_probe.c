@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * recap-probe, run as a subprocess the way an engineer runs it: without a CUDA driver (every
- * device check not applicable, host checks pass, exit 0), against the CUDA test double in CI or
+ * device check not applicable, philox passes, hooks warns that no front end is active, exit 0),
+ * against the CUDA test double in CI or
  * the real driver on the GPU machine (driver and devices pass), --json parsed by a real JSON
  * parser, --check, usage errors, forced failure, --run; and the library API behind it.
  * Outcomes of GPU behaviour are not asserted here: they differ between the double and drivers.
@@ -286,11 +287,18 @@ static double jnum(const json_t *obj, const char *key)
 /* ---------------------------------------------------------------- running the tool */
 
 #define NO_DRIVER "RECAP_CUDA_DRIVER=/nonexistent"
+#define PRELOAD "LD_PRELOAD=" RECAP_BUILDDIR "/src/.libs/librecap-preload.so"
 
-/* The checks that need no GPU: they must pass everywhere. */
+/* The checks that need no GPU: they run everywhere. philox passes; hooks warns in a process no
+ * front end reports for (the tool run plainly, as here). */
 static int host_check(const char *name)
 {
     return strcmp(name, "hooks") == 0 || strcmp(name, "philox") == 0;
+}
+
+static const char *host_check_result(const char *name)
+{
+    return strcmp(name, "hooks") == 0 ? "warn" : "pass";
 }
 
 static const char *tool(void)
@@ -387,7 +395,7 @@ static void table_of_checks(const recap_probe_check_info_t **checks, size_t *n)
 
 /* ---------------------------------------------------------------- without a driver */
 
-START_TEST(without_driver_device_checks_are_not_applicable_and_host_checks_pass)
+START_TEST(without_driver_device_checks_are_not_applicable_and_host_checks_run)
 {
     const recap_probe_check_info_t *checks;
     size_t i, n;
@@ -402,8 +410,8 @@ START_TEST(without_driver_device_checks_are_not_applicable_and_host_checks_pass)
         const json_t *c = check_named(doc, checks[i].name);
 
         if (host_check(checks[i].name)) {
-            ck_assert_msg(strcmp(jstr(c, "result"), "pass") == 0, "%s: %s: %s", checks[i].name,
-                          jstr(c, "result"), jstr(c, "detail"));
+            ck_assert_msg(strcmp(jstr(c, "result"), host_check_result(checks[i].name)) == 0,
+                          "%s: %s: %s", checks[i].name, jstr(c, "result"), jstr(c, "detail"));
         } else {
             ck_assert_msg(strcmp(jstr(c, "result"), "na") == 0, "%s is %s", checks[i].name,
                           jstr(c, "result"));
@@ -411,7 +419,8 @@ START_TEST(without_driver_device_checks_are_not_applicable_and_host_checks_pass)
                           "%s: %s", checks[i].name, jstr(c, "detail"));
         }
     }
-    ck_assert_int_eq((int)jnum(doc, "passed"), 2);
+    ck_assert_int_eq((int)jnum(doc, "passed"), 1);
+    ck_assert_int_eq((int)jnum(doc, "warned"), 1);
     ck_assert_int_eq((int)jnum(doc, "not_applicable"), (int)n - 2);
     jfree(doc);
 }
@@ -467,7 +476,8 @@ START_TEST(json_lists_every_check_once_in_table_order)
 
         ck_assert_str_eq(jstr(c->items[i], "name"), checks[i].name);
         ck_assert_msg(strcmp(result, "pass") == 0 || strcmp(result, "fail") == 0 ||
-                      strcmp(result, "na") == 0, "result %s", result);
+                      strcmp(result, "na") == 0 || strcmp(result, "warn") == 0, "result %s",
+                      result);
         ck_assert_uint_gt(strlen(jstr(c->items[i], "detail")), 0);
     }
     ck_assert_str_eq(jstr(doc, "tool"), "recap-probe");
@@ -704,16 +714,64 @@ START_TEST(settings_recap_does_not_take_are_flagged_by_name)
 }
 END_TEST
 
-/* RECAP_HOOKS=off: the hooks check names the setting rather than advising LD_PRELOAD. */
+/* RECAP_HOOKS=off: the hooks check warns, naming the setting rather than advising LD_PRELOAD. */
 START_TEST(hooks_off_is_named_not_advised_around)
 {
     int status;
     json_t *doc = probe_json(NO_DRIVER " RECAP_HOOKS=off", "--check hooks", &status);
     const char *detail = jstr(check_named(doc, "hooks"), "detail");
 
-    ck_assert_msg(strstr(detail, "front end: none (RECAP_HOOKS=off turns recap's front ends off") ==
-                      detail && strstr(detail, "LD_PRELOAD") == NULL, "%s", detail);
+    ck_assert_str_eq(jstr(check_named(doc, "hooks"), "result"), "warn");
+    ck_assert_msg(strstr(detail, "front end: none active (RECAP_HOOKS=off turns recap's front ends "
+                                 "off") == detail && strstr(detail, "LD_PRELOAD") == NULL,
+                  "%s", detail);
     ck_assert(!jhas(jget(doc, "settings_flagged"), "RECAP_HOOKS"));
+    jfree(doc);
+}
+END_TEST
+
+/* No front end active (the tool run plainly): the hooks check warns, never passes, and says what
+ * to do; the run still exits 0 without --strict, and the JSON's hooks member keeps its form. */
+START_TEST(hooks_without_a_front_end_warns_and_says_what_to_do)
+{
+    int status;
+    json_t *doc = probe_json(NO_DRIVER, "--check hooks", &status);
+    const json_t *c = check_named(doc, "hooks");
+    const char *detail = jstr(c, "detail");
+    char *out;
+
+    ck_assert_int_eq(status, 0);
+    ck_assert_str_eq(jstr(c, "result"), "warn");
+    ck_assert_msg(strstr(detail, "front end: none active (explicit mode") == detail, "%s", detail);
+    ck_assert_msg(strstr(detail, "preload librecap-preload.so") != NULL &&
+                      strstr(detail, "RECAP_HOOKS=cupti") != NULL &&
+                      strstr(detail, "report captures explicitly") != NULL, "%s", detail);
+    ck_assert_int_eq((int)jnum(doc, "passed"), 0);
+    ck_assert_int_eq((int)jnum(doc, "warned"), 1);
+    ck_assert_int_eq((int)jnum(doc, "exit_status"), 0);
+    ck_assert_str_eq(jstr(jget(doc, "hooks"), "front_end"), "none");
+    jfree(doc);
+    out = probe(NO_DRIVER, "--check hooks", 0, &status);
+    ck_assert_int_eq(status, 0);
+    ck_assert_msg(strstr(out, "\nhooks           WARN    front end: none active") != NULL &&
+                      strstr(out, "\n0 passed, 1 warned, 0 failed, 0 not applicable\n") != NULL,
+                  "%s", out);
+    free(out);
+}
+END_TEST
+
+/* Under the LD_PRELOAD front end the hooks check passes (a front end reports). */
+START_TEST(hooks_with_the_preload_front_end_passes)
+{
+    int status;
+    json_t *doc = probe_json(NO_DRIVER " " PRELOAD, "--check hooks", &status);
+    const json_t *c = check_named(doc, "hooks");
+
+    ck_assert_int_eq(status, 0);
+    ck_assert_msg(strcmp(jstr(c, "result"), "pass") == 0 &&
+                      strstr(jstr(c, "detail"), "front end: preload") == jstr(c, "detail"),
+                  "%s: %s", jstr(c, "result"), jstr(c, "detail"));
+    ck_assert_str_eq(jstr(jget(doc, "hooks"), "front_end"), "preload");
     jfree(doc);
 }
 END_TEST
@@ -931,6 +989,37 @@ START_TEST(strict_passes_with_a_driver_and_a_device)
         return; /* run by hand on a machine without a driver */
     doc = probe_json("RECAP_PROBE_PYTHON_TIMEOUT=0", "--strict --check devices", &status);
     ck_assert_int_eq(status, 0);
+    ck_assert_int_eq(jget(doc, "strict_failure")->type, J_NULL);
+    jfree(doc);
+}
+END_TEST
+
+/* --strict fails on a warning as on a missing driver or device: with a driver and a device, a
+ * run with no front end active (the hooks check warns) exits 1 and names the check; under the
+ * LD_PRELOAD front end the same run passes. */
+START_TEST(strict_fails_when_a_check_warns)
+{
+    int status, count = 0;
+    json_t *doc;
+    char *out;
+
+    if (recap_device_count(&count) != RECAP_OK || count < 1)
+        return; /* run by hand on a machine without a driver: strict_fails_without_a_driver */
+    doc = probe_json("", "--strict --check devices,hooks", &status);
+    ck_assert_int_eq(status, 1);
+    ck_assert_int_eq((int)jnum(doc, "exit_status"), 1);
+    ck_assert_int_eq((int)jnum(doc, "failed"), 0);
+    ck_assert_str_eq(jstr(check_named(doc, "hooks"), "result"), "warn");
+    ck_assert_str_eq(jstr(doc, "strict_failure"), "warned: hooks");
+    jfree(doc);
+    out = probe("", "--strict --check hooks", 1, &status);
+    ck_assert_int_eq(status, 1);
+    ck_assert_msg(strstr(out, "recap-probe: --strict: warned: hooks\n") != NULL, "%s", out);
+    free(out);
+    if (getenv("RECAP_TEST_NO_PRELOAD") != NULL || getenv("RECAP_TEST_PRELOAD_FIRST") != NULL)
+        return; /* a sanitizer's runtime must come first (see main) */
+    doc = probe_json(PRELOAD, "--strict --check devices,hooks", &status);
+    ck_assert_msg(status == 0, "%s", jstr(check_named(doc, "hooks"), "detail"));
     ck_assert_int_eq(jget(doc, "strict_failure")->type, J_NULL);
     jfree(doc);
 }
@@ -1410,6 +1499,27 @@ START_TEST(api_runs_a_named_check_once)
     ck_assert_str_eq(recap_probe_status_name(RECAP_PROBE_PASS), "pass");
     ck_assert_str_eq(recap_probe_status_name(RECAP_PROBE_FAIL), "fail");
     ck_assert_str_eq(recap_probe_status_name(RECAP_PROBE_NA), "na");
+    ck_assert_str_eq(recap_probe_status_name(RECAP_PROBE_WARN), "warn");
+}
+END_TEST
+
+/* This process has no front end (nothing preloaded, RECAP_HOOKS unset): the API's hooks result is
+ * a warning too, not a pass. */
+START_TEST(api_hooks_without_a_front_end_is_a_warning)
+{
+    recap_probe_result_t *r;
+    recap_hooks_t hooks;
+    size_t n;
+
+    ck_assert_ok(recap_hooks_active(&hooks));
+    if (hooks != RECAP_HOOKS_NONE || getenv("RECAP_HOOKS") != NULL)
+        return; /* run under a front end by hand */
+    ck_assert_ok(recap_probe_run("hooks", &r, &n));
+    ck_assert_uint_eq(n, 1);
+    ck_assert_msg(r[0].status == RECAP_PROBE_WARN, "%s: %s",
+                  recap_probe_status_name(r[0].status), r[0].detail);
+    ck_assert_ptr_nonnull(strstr(r[0].detail, "front end: none active"));
+    ck_assert_ok(recap_probe_free(r));
 }
 END_TEST
 
@@ -1419,7 +1529,7 @@ int main(void)
     TCase *tc = tcase_create("probe");
 
     tcase_set_timeout(tc, 120); /* the whole tool against a real GPU loads cuRAND and cudart */
-    tcase_add_test(tc, without_driver_device_checks_are_not_applicable_and_host_checks_pass);
+    tcase_add_test(tc, without_driver_device_checks_are_not_applicable_and_host_checks_run);
     tcase_add_test(tc, without_driver_philox_runs_its_host_parts);
     tcase_add_test(tc, without_driver_table_shows_every_check_and_exits_0);
     tcase_add_test(tc, json_lists_every_check_once_in_table_order);
@@ -1436,6 +1546,9 @@ int main(void)
     tcase_add_test(tc, settings_list_every_recap_variable_in_json_and_table);
     tcase_add_test(tc, settings_recap_does_not_take_are_flagged_by_name);
     tcase_add_test(tc, hooks_off_is_named_not_advised_around);
+    tcase_add_test(tc, hooks_without_a_front_end_warns_and_says_what_to_do);
+    if (getenv("RECAP_TEST_NO_PRELOAD") == NULL && getenv("RECAP_TEST_PRELOAD_FIRST") == NULL)
+        tcase_add_test(tc, hooks_with_the_preload_front_end_passes);
     tcase_add_test(tc, python_and_torch_versions_come_from_python3_on_path);
     tcase_add_test(tc, recap_torch_path_and_registration_come_from_python3);
     tcase_add_test(tc, python_without_torch_says_so);
@@ -1443,6 +1556,7 @@ int main(void)
     tcase_add_test(tc, python_that_closes_its_output_and_runs_on_is_cut);
     tcase_add_test(tc, strict_fails_without_a_driver);
     tcase_add_test(tc, strict_passes_with_a_driver_and_a_device);
+    tcase_add_test(tc, strict_fails_when_a_check_warns);
     tcase_add_test(tc, with_driver_facts_match_the_library);
     tcase_add_test(tc, table_wraps_details_to_the_terminal_width);
     tcase_add_test(tc, with_driver_driver_and_devices_pass);
@@ -1463,6 +1577,7 @@ int main(void)
     tcase_add_test(tc, unwritable_report_warns_once_on_stderr);
     tcase_add_test(tc, api_rejects_unknown_names_and_runs_nothing);
     tcase_add_test(tc, api_runs_a_named_check_once);
+    tcase_add_test(tc, api_hooks_without_a_front_end_is_a_warning);
     suite_add_tcase(s, tc);
     return tu_run(s);
 }

@@ -15,15 +15,18 @@
  * and RNG (driver and runtime versions, devices, the interception front end, registration,
  * capture modes, the captured-event hazard, graph features, a Philox self-test against
  * Random123, the device and cuRAND, and a captured-graph replay test). Checks that need a GPU
- * report RECAP_PROBE_NA without a driver or device; the host checks always run. They create
- * their own streams, graphs and generators on device 0 and leave nothing behind, but begin
- * captures (global mode included) and may load libcudart and libcurand: run them from a tool or
- * at start-up, not while the process captures graphs.
+ * report RECAP_PROBE_NA without a driver or device; the host checks always run. RECAP_PROBE_WARN:
+ * nothing failed, but a job run this way would miss something (the hooks check when no front end
+ * reports captures); the detail says what to do. The checks create their own streams, graphs and
+ * generators on device 0 and leave nothing behind, but begin captures (global mode included) and
+ * may load libcudart and libcurand: run them from a tool or at start-up, not while the process
+ * captures graphs.
  */
 typedef enum recap_probe_status {
     RECAP_PROBE_PASS = 0,
     RECAP_PROBE_FAIL = 1,
-    RECAP_PROBE_NA = 2 /* not applicable here (no driver, device, library or entry point) */
+    RECAP_PROBE_NA = 2,  /* not applicable here (no driver, device, library or entry point) */
+    RECAP_PROBE_WARN = 3 /* nothing failed, but something is missing (see above) */
 } recap_probe_status_t;
 
 typedef struct recap_probe_result {
@@ -46,7 +49,7 @@ RECAP_API recap_status_t recap_probe_checks(const recap_probe_check_info_t **che
 RECAP_API recap_status_t recap_probe_run(const char *only, recap_probe_result_t **results_p,
                                          size_t *count_p);
 RECAP_API recap_status_t recap_probe_free(recap_probe_result_t *results); /* NULL is fine */
-/* Short lower-case text for a result status ("pass", "fail", "na"). */
+/* Short lower-case text for a result status ("pass", "fail", "na", "warn"). */
 RECAP_API const char *recap_probe_status_name(recap_probe_status_t status);
 
 #endif /* RECAP_PROBE_H */

@@ -131,12 +131,12 @@ static void cupti_held(recap__probe_out_t *out)
         recap__probe_say(out, "; CUPTI: held by another subscriber (a profiler?)");
 }
 
-/* Whether RECAP_HOOKS says off. */
-static int hooks_off(void)
+/* Whether RECAP_HOOKS says `choice` (off, cupti). */
+static int hooks_set_to(const char *choice)
 {
     const char *v = recap__env("RECAP_HOOKS");
 
-    return v != NULL && strcasecmp(v, "off") == 0;
+    return v != NULL && strcasecmp(v, choice) == 0;
 }
 
 /* A RECAP_HOOKS value recap does not take is named: the front end shown is auto's. */
@@ -162,15 +162,28 @@ void recap__probe_hooks(recap__probe_out_t *out)
         recap__probe_fail(out, "recap_hooks_active: %s", recap_last_error());
         return;
     }
-    recap__probe_say(out, "front end: %s", recap_hooks_name(hooks));
-    if (hooks == RECAP_HOOKS_NONE && hooks_off())
+    /* No front end is a warning, never a pass: a job run the same way gets its captures seen
+     * only where its own code reports them, and nothing here can tell whether it does. */
+    if (hooks == RECAP_HOOKS_NONE) {
+        out->status = RECAP_PROBE_WARN;
+        recap__probe_say(out, "front end: none active");
+    } else {
+        recap__probe_say(out, "front end: %s", recap_hooks_name(hooks));
+    }
+    if (hooks == RECAP_HOOKS_NONE && hooks_set_to("off"))
         recap__probe_say(out, " (RECAP_HOOKS=%s turns recap's front ends off: recap sees a "
                          "capture only when the host reports it or calls "
                          "recap_capture_prime)", recap__env("RECAP_HOOKS"));
+    else if (hooks == RECAP_HOOKS_NONE && hooks_set_to("cupti"))
+        recap__probe_say(out, " (RECAP_HOOKS=%s, but recap's CUPTI front end did not subscribe: "
+                         "CUPTI's state follows; recap sees a capture only when the host reports "
+                         "it or calls recap_capture_prime)", recap__env("RECAP_HOOKS"));
     else if (hooks == RECAP_HOOKS_NONE)
         recap__probe_say(out, " (explicit mode: recap sees a capture only when the host reports "
-                         "it or calls recap_capture_prime; run the job under recap-probe --run "
-                         "or LD_PRELOAD=librecap-preload.so)");
+                         "it or calls recap_capture_prime; for recap to see them, preload "
+                         RECAP_INTERPOSER_SONAME " (LD_PRELOAD, or run the job under recap-probe "
+                         "--run), set RECAP_HOOKS=cupti (CUPTI), or report captures explicitly "
+                         "(recap_capture_*))");
     hooks_not_understood(out);
     st = recap_cupti_is_free(&free_);
     if (st == RECAP_OK && !free_ && hooks != RECAP_HOOKS_CUPTI && hooks != RECAP_HOOKS_INJECTION)

@@ -86,6 +86,7 @@ const char *recap_probe_status_name(recap_probe_status_t status)
     case RECAP_PROBE_PASS: return "pass";
     case RECAP_PROBE_FAIL: return "fail";
     case RECAP_PROBE_NA: return "na";
+    case RECAP_PROBE_WARN: return "warn";
     }
     return "?";
 }

@@ -55,7 +55,9 @@ static void manual(man_format_t format)
     man_section(&m, "DESCRIPTION");
     man_para(&m, "Runs recap's checks in this process, on the driver, runtime and devices a job "
              "started here would get, and prints a table (check, result, detail) or, with "
-             "--json, one JSON document. Results are PASS, FAIL (the detail says why) or N/A "
+             "--json, one JSON document. Results are PASS, FAIL (the detail says why), WARN "
+             "(nothing failed, but a job run this way would miss something, and the detail says "
+             "what to do: the hooks check when no interception front end is active) or N/A "
              "(not applicable: no CUDA driver, device, library or entry point). Without a GPU "
              "or CUDA driver the device checks are N/A and the host checks still run.");
     man_para(&m, "After the checks come the Python and PyTorch a job here would get (python3 from "
@@ -92,7 +94,9 @@ static void manual(man_format_t format)
              "(default: all).");
     man_item(&m, "--json", "Print one JSON document instead of the table.");
     man_item(&m, "--strict", "Fail (exit 1) when there is no CUDA driver or no CUDA device, "
-             "as a job script's preflight: without it those checks are just N/A.");
+             "or a check warned, as a job script's preflight: without it those checks are just "
+             "N/A or WARN. Run it the way the job runs (under LD_PRELOAD=" RECAP_INTERPOSER_SONAME
+             ", RECAP_HOOKS=cupti, ...), or the hooks check warns that no front end is active.");
     man_item(&m, "--run", "Run COMMAND under recap's preload hooks and report (see above).");
     man_item(&m, "-h, --help", "Print this manual.");
     man_item(&m, "--man", "Print this manual as a man page (roff): the recap-probe.1 make "
@@ -116,9 +120,9 @@ static void manual(man_format_t format)
     man_item(&m, "RECAP_PROBE_FAIL", "Test only: checks to fail on purpose, comma-separated "
              "(philox: flips a bit of one host-fill word).");
     man_section(&m, "EXIT STATUS");
-    man_item(&m, "0", "every check passed or was not applicable");
+    man_item(&m, "0", "every check passed, warned or was not applicable");
     man_item(&m, "1", "a check failed (or the checks could not run); with --strict, also no "
-             "CUDA driver or device");
+             "CUDA driver or device, or a check that warned");
     man_item(&m, "2", "usage error (unknown option or check name)");
     man_para(&m, "With --run: COMMAND's exit status; 128+N when a signal N ended it; 127 when it "
              "could not be started.");
@@ -142,19 +146,34 @@ static int usage_error(const char *fmt, const char *arg)
 
 /* ---------------------------------------------------------------- the checks */
 
-/* What --strict asks of a preflight: a driver and a device. NULL when both are there. */
-static const char *strict_failure(const probe_facts_t *f)
+/* What --strict asks of a preflight: a driver, a device and no check that warned (a warning is
+ * something the job would miss). NULL when all is well; otherwise the first thing missing, the
+ * checks that warned named in `buf`. */
+static const char *strict_failure(const probe_facts_t *f, const recap_probe_result_t *r, size_t n,
+                                  char *buf, size_t len)
 {
+    size_t i, used = 0;
+
     if (f->driver_version == 0)
         return "no CUDA driver";
-    return f->ndevices == 0 ? "no CUDA device" : NULL;
+    if (f->ndevices == 0)
+        return "no CUDA device";
+    buf[0] = '\0';
+    for (i = 0; i < n; i++)
+        if (r[i].status == RECAP_PROBE_WARN && used < len)
+            used += (size_t)snprintf(buf + used, len - used, "%s%s", used ? ", " : "warned: ",
+                                     r[i].name);
+    return buf[0] != '\0' ? buf : NULL;
 }
+
+/* The results as the table shows them, by status (include/recap/probe.h's order). */
+static const char *const shown[] = {"PASS", "FAIL", "N/A", "WARN"};
+#define NSTATUS (sizeof(shown) / sizeof(shown[0]))
 
 static void print_table(const recap_probe_result_t *r, size_t n, const probe_facts_t *f,
                         const char *strict)
 {
-    static const char *const shown[] = {"PASS", "FAIL", "N/A"};
-    size_t i, counts[3] = {0, 0, 0};
+    size_t i, counts[NSTATUS] = {0};
     int width = tool_term_width(); /* 0 (no wrapping) when stdout is not a terminal */
 
     printf("recap %s: %zu check%s\n\n%-*s%-*s%s\n", recap_version_string(), n, n == 1 ? "" : "s",
@@ -165,8 +184,8 @@ static void print_table(const recap_probe_result_t *r, size_t n, const probe_fac
         tool_wrap(stdout, r[i].detail, NAME_COL + RESULT_COL, NAME_COL + RESULT_COL, width);
     }
     facts_table(f, width);
-    printf("\n%zu passed, %zu failed, %zu not applicable\n", counts[RECAP_PROBE_PASS],
-           counts[RECAP_PROBE_FAIL], counts[RECAP_PROBE_NA]);
+    printf("\n%zu passed, %zu warned, %zu failed, %zu not applicable\n", counts[RECAP_PROBE_PASS],
+           counts[RECAP_PROBE_WARN], counts[RECAP_PROBE_FAIL], counts[RECAP_PROBE_NA]);
     if (strict != NULL)
         printf("--strict: %s\n", strict);
 }
@@ -174,7 +193,7 @@ static void print_table(const recap_probe_result_t *r, size_t n, const probe_fac
 static void print_json(const recap_probe_result_t *r, size_t n, const probe_facts_t *f,
                        const char *strict, int exit_status)
 {
-    size_t i, counts[3] = {0, 0, 0};
+    size_t i, counts[NSTATUS] = {0};
 
     printf("{\"tool\":\"recap-probe\",\"schema\":%d,\"version\":", PROBE_JSON_SCHEMA);
     json_string(recap_version_string());
@@ -189,8 +208,9 @@ static void print_json(const recap_probe_result_t *r, size_t n, const probe_fact
         json_string(r[i].detail);
         putchar('}');
     }
-    printf("],\"passed\":%zu,\"failed\":%zu,\"not_applicable\":%zu,\"strict_failure\":",
-           counts[RECAP_PROBE_PASS], counts[RECAP_PROBE_FAIL], counts[RECAP_PROBE_NA]);
+    printf("],\"passed\":%zu,\"warned\":%zu,\"failed\":%zu,\"not_applicable\":%zu,"
+           "\"strict_failure\":", counts[RECAP_PROBE_PASS], counts[RECAP_PROBE_WARN],
+           counts[RECAP_PROBE_FAIL], counts[RECAP_PROBE_NA]);
     json_string_or_null(strict);
     printf(",\"exit_status\":%d}\n", exit_status);
 }
@@ -200,6 +220,7 @@ static int run_checks(const char *only, int json, int strict)
     recap_probe_result_t *r;
     probe_facts_t facts;
     const char *strict_why = NULL;
+    char warned[256];
     size_t i, n;
     int status = EXIT_SUCCESS;
     recap_status_t st = recap_probe_run(only, &r, &n);
@@ -214,7 +235,7 @@ static int run_checks(const char *only, int json, int strict)
         if (r[i].status == RECAP_PROBE_FAIL)
             status = EXIT_FAILURE;
     facts_collect(&facts, r, n);
-    if (strict && (strict_why = strict_failure(&facts)) != NULL) {
+    if (strict && (strict_why = strict_failure(&facts, r, n, warned, sizeof(warned))) != NULL) {
         status = EXIT_FAILURE;
         fprintf(stderr, "recap-probe: --strict: %s\n", strict_why);
     }
