@@ -9,9 +9,14 @@ import unittest
 from recap import _abi
 
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
-# recap.h and the headers it includes (philox and the add-ons: probe, plain, nccl).
-HEADERS = [os.path.join(ROOT, "include", "recap.h")] + [
-    os.path.join(ROOT, "include", "recap", h)
+# recap.h and the headers it includes (philox and the add-ons: probe, plain, nccl): the source
+# tree's, or where the tests run away from one (an installed sdist or wheel), the copy the package
+# ships (recap/include).
+INCLUDE = os.path.join(ROOT, "include")
+if not os.path.exists(os.path.join(INCLUDE, "recap.h")):
+    INCLUDE = os.path.join(os.path.dirname(os.path.abspath(_abi.__file__)), "include")
+HEADERS = [os.path.join(INCLUDE, "recap.h")] + [
+    os.path.join(INCLUDE, "recap", h)
     for h in ("philox.h", "probe.h", "plain.h", "nccl.h")]
 
 
@@ -142,11 +147,14 @@ class HeaderAgreement(unittest.TestCase):
 
     def test_python_version_is_the_c_library_version(self):
         from recap import __version__, library_version
-        with open(os.path.join(ROOT, "configure.ac")) as f:
-            ac = f.read()
-        parts = [re.search(r"m4_define\(\[recap_%s\],\s*\[(\d+)\]\)" % k, ac).group(1)
-                 for k in ("major", "minor", "patch")]
-        self.assertEqual(__version__, ".".join(parts))
+        if os.path.exists(os.path.join(ROOT, "configure.ac")):
+            with open(os.path.join(ROOT, "configure.ac")) as f:
+                ac = f.read()
+            parts = [re.search(r"m4_define\(\[recap_%s\],\s*\[(\d+)\]\)" % k, ac).group(1)
+                     for k in ("major", "minor", "patch")]
+            self.assertEqual(__version__, ".".join(parts))
+        with open(os.path.join(INCLUDE, "recap", "version.h")) as f:  # (configure made it)
+            self.assertIn(f'#define RECAP_VERSION_STRING "{__version__}"', f.read())
         self.assertEqual(library_version(), __version__)
 
 

@@ -13,7 +13,7 @@ import recap
 from recap import _lib
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-PKG = os.path.join(HERE, "..", "recap")
+PKG = os.path.dirname(os.path.abspath(recap.__file__))  # the copy under test (installed or not)
 
 # Megatron-Core 0.19.2, megatron/core/tensor_parallel/random.py: function -> parameters.
 MEGATRON_FUNCTIONS = {

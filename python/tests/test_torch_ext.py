@@ -533,10 +533,19 @@ class AutomaticRegistration(unittest.TestCase):
 
 
 class WithoutTorch(unittest.TestCase):
+    def setUp(self):
+        # -S: no site-packages, so no torch; the package comes from PYTHONPATH: a copy of it
+        # alone (where it is installed, its folder holds torch too).
+        import shutil
+        import tempfile
+        self.tmp = tempfile.mkdtemp()
+        self.addCleanup(shutil.rmtree, self.tmp, True)
+        shutil.copytree(os.path.join(PKG_PARENT, "recap"), os.path.join(self.tmp, "recap"),
+                        ignore=shutil.ignore_patterns("__pycache__"))
+
     def test_import_names_what_to_install(self):
-        # -S: no site-packages, so no torch; the package comes from PYTHONPATH.
         for mod in ("recap.torch", "recap.megatron"):
-            r = run_py(f"import {mod}", flags=("-S",))
+            r = run_py(f"import {mod}", env={"PYTHONPATH": self.tmp}, flags=("-S",))
             self.assertNotEqual(r.returncode, 0)
             last = r.stderr.strip().splitlines()[-1]
             self.assertTrue(last.startswith("ImportError: recap.torch needs PyTorch"), last)
@@ -544,7 +553,8 @@ class WithoutTorch(unittest.TestCase):
             self.assertNotIn("During handling", r.stderr, "one error, not a chain")
 
     def test_the_rest_of_the_package_needs_no_torch(self):
-        r = run_py("import recap, recap._lib, recap._abi, recap.run; print('ok')", flags=("-S",))
+        r = run_py("import recap, recap._lib, recap._abi, recap.run; print('ok')",
+                   env={"PYTHONPATH": self.tmp}, flags=("-S",))
         self.assertEqual((r.returncode, r.stdout.strip()), (0, "ok"), r.stderr)
 
 
