@@ -285,6 +285,29 @@ def host_us(fn, batches=31, per=200):
     return statistics.median(times)
 
 
+def graph_pair(n):
+    """A plain graph (a fill) and one drawing from the first of a new tracker's n states (a
+    uniform fill through torch's default generator), captured on a side stream."""
+    tracker = Tracker(n, 500 + n)
+    # small enough that the device runs a replay faster than the host issues one: the host
+    # columns are then what a replay costs the host, not the device's pace
+    buf = torch.empty(1 << 12, device="cuda")
+    gen = torch.cuda.default_generators[0]
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    plain, rng = torch.cuda.CUDAGraph(), torch.cuda.CUDAGraph()
+    with torch.cuda.graph(plain, stream=side):
+        buf.fill_(1.0)
+    with torch.cuda.graph(rng, stream=side):
+        home = gen.graphsafe_get_state()
+        gen.graphsafe_set_state(tracker.states[0])
+        buf.uniform_()
+        gen.graphsafe_set_state(home)
+    torch.cuda.current_stream().wait_stream(side)
+    rng._keep = plain._keep = (tracker, buf)
+    return plain, rng
+
+
 def bench():
     """Per replay, a graph drawing from 1 of a tracker's S states (all registered by recap)
     against a plain graph of the same kernels (a fill where the other draws): recap's replay and
@@ -310,23 +333,7 @@ def bench():
             warm.replay()
         torch.cuda.synchronize()
     for n in (1, 4, 8, 16):
-        tracker = Tracker(n, 500 + n)
-        # small enough that the device runs a replay faster than the host issues one: the host
-        # columns are then what a replay costs the host, not the device's pace
-        buf = torch.empty(1 << 12, device="cuda")
-        gen = torch.cuda.default_generators[0]
-        side = torch.cuda.Stream()
-        side.wait_stream(torch.cuda.current_stream())
-        plain, rng = torch.cuda.CUDAGraph(), torch.cuda.CUDAGraph()
-        with torch.cuda.graph(plain, stream=side):
-            buf.fill_(1.0)
-        with torch.cuda.graph(rng, stream=side):
-            home = gen.graphsafe_get_state()
-            gen.graphsafe_set_state(tracker.states[0])
-            buf.uniform_()
-            gen.graphsafe_set_state(home)
-        torch.cuda.current_stream().wait_stream(side)
-        rng._keep = plain._keep = (tracker, buf)
+        plain, rng = graph_pair(n)
         p = _replay.plan_of(rng)
         check(p is not None and p.advanced == 1 and drawn_in_table(rng) == 1,
               f"S={n}: recap replays the graph, whose own node advances the 1 state it draws")
@@ -394,21 +401,7 @@ def bench_torch():
     print("| S | states in torch's table | plain | RNG | torch added | event-timed: plain / RNG |")
     print("|---:|---:|---:|---:|---:|---|")
     for n in (1, 4, 8, 16):
-        tracker = Tracker(n, 500 + n)
-        buf = torch.empty(1 << 12, device="cuda")
-        gen = torch.cuda.default_generators[0]
-        side = torch.cuda.Stream()
-        side.wait_stream(torch.cuda.current_stream())
-        plain, rng = torch.cuda.CUDAGraph(), torch.cuda.CUDAGraph()
-        with torch.cuda.graph(plain, stream=side):
-            buf.fill_(1.0)
-        with torch.cuda.graph(rng, stream=side):
-            home = gen.graphsafe_get_state()
-            gen.graphsafe_set_state(tracker.states[0])
-            buf.uniform_()
-            gen.graphsafe_set_state(home)
-        torch.cuda.current_stream().wait_stream(side)
-        rng._keep = plain._keep = (tracker, buf)
+        plain, rng = graph_pair(n)
         pairs = _replay.graph_states(rng)
         rounds = [(host_us(plain.replay), host_us(rng.replay),
                    replay_us(plain.replay, reps=1000, rounds=3),
