@@ -29,14 +29,29 @@ def non_utf8_name(r):
     return name + b"\xff"
 
 
+def copy_vendored(site):
+    """The libraries auditwheel vendored beside the installed package (recap_rng.libs), if any,
+    into the copy's site folder."""
+    installed = os.path.dirname(os.path.dirname(os.path.dirname(os.path.realpath(
+        recap.library_path()))))
+    vendored = os.path.join(installed, "recap_rng.libs")
+    if os.path.isdir(vendored):
+        shutil.copytree(os.fsencode(vendored), os.path.join(site, b"recap_rng.libs"))
+
+
 class BytesPaths(unittest.TestCase):
     def setUp(self):
         seed = int(os.environ.get("RECAP_TEST_SEED", random.randrange(1 << 30)))
         print(f"RECAP_TEST_SEED={seed}", file=sys.stderr)
         self.r = random.Random(seed)
         self.tmp = tempfile.mkdtemp().encode()
-        self.dir = os.path.join(self.tmp, non_utf8_name(self.r))
-        os.mkdir(self.dir)
+        # The copies sit as a wheel lays them out (site/recap/_lib), below a non-UTF-8 folder:
+        # a wheel's librecap finds the libraries auditwheel vendored through its run path,
+        # $ORIGIN/../../recap_rng.libs, which are copied along (where there are any).
+        self.site = os.path.join(self.tmp, non_utf8_name(self.r))
+        self.dir = os.path.join(self.site, b"recap", b"_lib")
+        os.makedirs(self.dir)
+        copy_vendored(self.site)
         self.lib = os.path.join(self.dir, b"librecap.so.1")
         shutil.copy(os.fsencode(recap.library_path()), self.lib)
         # recap-run preloads the interposer object beside the library (it finds librecap.so.1
@@ -73,6 +88,7 @@ class BytesPaths(unittest.TestCase):
     def test_package_in_a_non_utf8_folder_runs_recap_run(self):
         pkg = os.path.join(self.dir, b"site")
         shutil.copytree(os.path.join(os.fsencode(ROOT), b"recap"), os.path.join(pkg, b"recap"))
+        copy_vendored(pkg)
         code = ("import sys, recap.run; sys.argv = ['recap-run', sys.executable, '-c', "
                 "'import os; print(os.environb[b\"LD_PRELOAD\"].hex()); "
                 "print(os.environb[b\"PYTHONPATH\"].hex())']; recap.run.main()")
