@@ -10,9 +10,19 @@ training jobs, from the C library librecap.
 Importing ``recap`` needs neither torch nor a GPU; ``recap.torch`` and ``recap.megatron`` need
 torch.
 """
-from ._lib import (RecapError, RecapNotFoundError, RecapStateError, RecapUnsupportedError,
-                   library_path, preload_path)
 from ._version import __version__
+
+# recap._lib (ctypes, the C declarations) is imported on first use of these names, not with the
+# package: recap-run imports recap.run at every launch and needs none of it.
+_FROM_LIB = ("RecapError", "RecapNotFoundError", "RecapStateError", "RecapUnsupportedError",
+             "library_path", "preload_path")
+
+
+def __getattr__(name):
+    if name in _FROM_LIB:
+        from . import _lib
+        return getattr(_lib, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 __all__ = ["RecapError", "RecapNotFoundError", "RecapStateError", "RecapUnsupportedError",
            "__version__", "abi_version", "library_version", "library_path",

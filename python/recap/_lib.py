@@ -7,7 +7,7 @@ import os
 import threading
 from typing import Optional
 
-from . import _abi
+from . import _abi, _paths
 
 __all__ = ["RecapError", "lib", "check", "library_path"]
 
@@ -75,22 +75,18 @@ def _file_of(fn):
 
 
 def _candidates():
-    """A librecap already loaded (preloaded), RECAP_LIB, the copy bundled in the wheel, a build
-    tree this package sits in, then the loader's search path (an installed librecap). Paths are
-    str as os.fsdecode makes them (bytes that are not UTF-8 kept as surrogates), which
-    os.fsencode, ctypes and the environment turn back into the same bytes."""
+    """A librecap already loaded (preloaded), then recap/_paths.py's order (RECAP_LIB, the copy
+    bundled in the wheel, a build tree this package sits in), then the loader's search path (an
+    installed librecap) unless RECAP_LIB named one. Paths are str as os.fsdecode makes them
+    (bytes that are not UTF-8 kept as surrogates), which os.fsencode, ctypes and the environment
+    turn back into the same bytes."""
     pre = _preloaded()
     if pre:
         yield pre
         return
-    env = os.environ.get("RECAP_LIB")
-    if env:  # the library, or the folder holding it
-        yield os.path.join(env, "librecap.so.1") if os.path.isdir(env) else env
+    yield from _paths.candidates()
+    if os.environ.get("RECAP_LIB"):
         return
-    here = os.path.dirname(os.path.abspath(__file__))
-    yield os.path.join(here, "_lib", "librecap.so.1")
-    for up in ("..", os.path.join("..", "..")):
-        yield os.path.normpath(os.path.join(here, up, "..", "src", ".libs", "librecap.so.1"))
     import ctypes.util  # only here: it imports subprocess and more (recap-run's start-up cost)
     found = ctypes.util.find_library("recap")
     yield found if found else "librecap.so.1"
@@ -137,8 +133,7 @@ def library_path() -> str:
 def preload_path() -> str:
     """recap's interposer object, the file LD_PRELOAD names for recap's LD_PRELOAD front end
     (librecap itself interposes nothing): librecap-preload.so beside the loaded librecap."""
-    path = _file_of(lib().recap_abi_version) or library_path()
-    return os.path.join(os.path.dirname(os.path.realpath(path)), "librecap-preload.so")
+    return _paths.preload_beside(_file_of(lib().recap_abi_version) or library_path())
 
 
 def last_error() -> str:

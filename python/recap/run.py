@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import List, Optional
 
 USAGE = ("usage: recap-run [--no-preload] [--no-megatron] COMMAND [ARGS...]\n"
          "Runs COMMAND with recap's LD_PRELOAD front end and recap.megatron in place of Megatron-Core's\n"
@@ -27,7 +26,7 @@ USAGE = ("usage: recap-run [--no-preload] [--no-megatron] COMMAND [ARGS...]\n"
 
 def environment(env: dict, preload: bool = True, megatron: bool = True) -> dict:
     """The environment recap-run gives the command."""
-    from . import library_path, preload_path
+    from . import _paths
     out = dict(env)
     here = os.path.dirname(os.path.abspath(__file__))
     auto = os.path.join(here, "_autoload")
@@ -38,14 +37,19 @@ def environment(env: dict, preload: bool = True, megatron: bool = True) -> dict:
     if not megatron:
         out["RECAP_MEGATRON"] = "0"
     if preload:
-        interposer = preload_path()
+        # Found by file, not loaded: recap-run's own start stays light.
+        lib = _paths.library_file()
+        if lib is None:  # only on the loader's search path: load it to learn where it is
+            from . import library_path
+            lib = library_path()
+        interposer = _paths.preload_beside(lib)
         old = [p for p in out.get("LD_PRELOAD", "").split(":") if p and p != interposer]
         out["LD_PRELOAD"] = ":".join([interposer] + old)
-        out.setdefault("RECAP_LIB", library_path())
+        out.setdefault("RECAP_LIB", lib)
     return out
 
 
-def main(argv: Optional[List[str]] = None) -> int:
+def main(argv: "list[str] | None" = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     preload = megatron = True
     while args and args[0].startswith("-"):

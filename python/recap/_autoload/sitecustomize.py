@@ -8,7 +8,6 @@ answered by recap's, torch's graphs followed by recap.torch). A helper process t
 either (a data-loader worker, a tokenizer script, a shell-out to Python) pays only this file.
 RECAP_MEGATRON=0 turns it off. Then it hands over to the sitecustomize that was there before, if
 any."""
-import importlib.util
 import os
 import sys
 
@@ -18,7 +17,7 @@ WATCHED = ("torch", "megatron")
 def _find_recap():
     """recap importable: from the job's own path, else from the folder recap-run found it in
     (RECAP_SITE), appended last so that it shadows nothing of the job's."""
-    if importlib.util.find_spec("recap") is None:
+    if not any(getattr(f, "find_spec", None) and f.find_spec("recap", None) for f in sys.meta_path):
         site = os.environ.get("RECAP_SITE")
         if site and site not in sys.path:
             sys.path.append(site)
@@ -91,6 +90,7 @@ def _chain():
             continue
         cand = os.path.join(entry, "sitecustomize.py")
         if os.path.exists(cand):
+            import importlib.util  # (only then: it costs a few ms of every start)
             spec = importlib.util.spec_from_file_location("_recap_next_sitecustomize", cand)
             mod = importlib.util.module_from_spec(spec)
             spec.loader.exec_module(mod)
