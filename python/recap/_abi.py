@@ -10,6 +10,10 @@ u8p = ctypes.POINTER(ctypes.c_uint8)
 
 # ------------------------------------------------------------------ constants (recap.h)
 
+# The ABI this package's declarations (DECLS) were written for: a librecap of the same major and
+# at least this minor has every function in DECLS (minors only add).
+ABI_NEEDED = (1, 6)
+
 RECAP_OK = 0
 STATUS_NAMES = {
     0: "RECAP_OK",

@@ -92,9 +92,44 @@ def _candidates():
     yield found if found else "librecap.so.1"
 
 
+class _Unusable(Exception):
+    """A file that loads but is not a librecap this package can use (the reason is the text)."""
+
+
+def _needed() -> str:
+    return "%d.%d" % _abi.ABI_NEEDED
+
+
+def _bind(path: str, handle: ctypes.CDLL) -> None:
+    """Checks the ABI of the library at `path` before anything of it is called by name, then
+    declares DECLS on it. A missing symbol becomes _Unusable naming the file and the ABI, never
+    an AttributeError escaping an import."""
+    try:
+        version = handle.recap_abi_version
+    except AttributeError:
+        raise _Unusable(f"{path}: not a librecap (it has no recap_abi_version); this recap "
+                        f"package needs librecap ABI {_needed()}") from None
+    version.argtypes, version.restype = [], ctypes.c_int
+    v = version()
+    found = (v >> 16, v & 0xFFFF)
+    major, minor = _abi.ABI_NEEDED
+    if found[0] != major or found[1] < minor:
+        raise _Unusable(f"{path}: librecap ABI {found[0]}.{found[1]}, this recap package needs "
+                        f"ABI {major}.{minor} (a {major}.x with x >= {minor})")
+    for name, (argtypes, restype) in _abi.DECLS.items():
+        try:
+            fn = getattr(handle, name)
+        except AttributeError:
+            raise _Unusable(f"{path}: librecap ABI {found[0]}.{found[1]} lacks {name}, which "
+                            f"ABI {_needed()} has (a damaged or mislabelled build)") from None
+        fn.argtypes = argtypes
+        fn.restype = restype
+
+
 def _load() -> ctypes.CDLL:
     global _path
     errors = []
+    unusable = False
     for path in _candidates():
         if os.sep in path and not os.path.exists(path):
             continue
@@ -102,15 +137,21 @@ def _load() -> ctypes.CDLL:
             # RTLD_GLOBAL: under LD_PRELOAD this is the preloaded copy, and a plugin loaded
             # later finds the same symbols.
             handle = ctypes.CDLL(path, mode=ctypes.RTLD_GLOBAL)
+            _bind(path, handle)
         except OSError as e:
             errors.append(f"{path}: {e}")
             continue
-        for name, (argtypes, restype) in _abi.DECLS.items():
-            fn = getattr(handle, name)
-            fn.argtypes = argtypes
-            fn.restype = restype
+        except _Unusable as e:
+            errors.append(str(e))
+            unusable = True
+            continue
         _path = path
         return handle
+    if unusable:
+        raise ImportError("recap: no usable librecap: " + "; ".join(errors) + ". Reinstall "
+                          "recap (its wheel carries a matching librecap), or set RECAP_LIB to "
+                          f"the librecap of this release (ABI {_needed()}); a librecap already "
+                          "in the process (LD_PRELOAD) must be that one too")
     raise ImportError("librecap not found (set RECAP_LIB to its path, install it, or build it "
                       "with ./scripts/bootstrap): " + "; ".join(errors or ["nothing tried"]))
 

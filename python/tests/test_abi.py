@@ -145,6 +145,14 @@ class HeaderAgreement(unittest.TestCase):
                     "const char *": ctypes.c_char_p}[ret]
             self.assertIs(restype, want, name)
 
+    def test_abi_needed_is_the_newest_the_header_names(self):
+        # recap.h marks each addition "(ABI 1.N)": the package needs the newest it declares, so
+        # an older librecap is refused by _lib before a missing symbol could be met.
+        with open(HEADERS[0]) as f:
+            marks = [tuple(map(int, m)) for m in re.findall(r"\(ABI (\d+)\.(\d+)\)", f.read())]
+        self.assertTrue(marks)
+        self.assertEqual(_abi.ABI_NEEDED, max(marks))
+
     def test_python_version_is_the_c_library_version(self):
         from recap import __version__, library_version
         if os.path.exists(os.path.join(ROOT, "configure.ac")):
