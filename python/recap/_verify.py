@@ -30,9 +30,11 @@ Cost: one eager step and one replay per graph, at creation; nothing per step.
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import os
 import stat
+import threading
 import warnings
 from typing import Callable, Dict, Iterable, List, Optional, Sequence, Tuple
 
@@ -161,18 +163,75 @@ def _capturing() -> bool:
     return torch.cuda.is_available() and torch.cuda.is_current_stream_capturing()
 
 
+# One wrapper of F.scaled_dot_product_attention for the whole process, installed while any
+# recorder is active in any thread: each call is recorded by the recorder active in the calling
+# thread only (the innermost), so another thread's attention runs through a thread-local lookup
+# and nothing else. The lock orders installs and removals between threads.
+_sdpa_lock = threading.Lock()
+_sdpa_users = 0
+_sdpa_wrapper: Optional[Callable] = None
+_sdpa_inner: Optional[Callable] = None
+_sdpa_active = threading.local()  # .stack: this thread's active recorders
+
+
+def _sdpa_stack() -> list:
+    stack = getattr(_sdpa_active, "stack", None)
+    if stack is None:
+        stack = _sdpa_active.stack = []
+    return stack
+
+
+def _sdpa_install() -> None:
+    global _sdpa_users, _sdpa_wrapper, _sdpa_inner
+    import torch.nn.functional as F
+    with _sdpa_lock:
+        if _sdpa_users == 0:
+            inner = F.scaled_dot_product_attention
+
+            @functools.wraps(inner)
+            def scaled_dot_product_attention(*args, **kwargs):
+                stack = getattr(_sdpa_active, "stack", None)
+                if stack:
+                    stack[-1]._record(args, kwargs)
+                return inner(*args, **kwargs)
+
+            _sdpa_wrapper, _sdpa_inner = scaled_dot_product_attention, inner
+            F.scaled_dot_product_attention = scaled_dot_product_attention
+        _sdpa_users += 1
+
+
+def _sdpa_remove() -> None:
+    global _sdpa_users, _sdpa_wrapper, _sdpa_inner
+    import torch.nn.functional as F
+    with _sdpa_lock:
+        _sdpa_users -= 1
+        if _sdpa_users == 0:
+            # Someone who replaced the attribute after recap keeps theirs (recap's wrapper, inside
+            # it, only passes calls through from now on).
+            if F.scaled_dot_product_attention is _sdpa_wrapper:
+                F.scaled_dot_product_attention = _sdpa_inner
+            _sdpa_wrapper = _sdpa_inner = None
+
+
 class SdpaRecorder(contextlib.ContextDecorator):
-    """Records, for every ``torch.nn.functional.scaled_dot_product_attention`` call while
-    active, the backend torch's dispatcher picks for those inputs and whether the call ran under
-    capture. ``capturing`` says which (tests pass their own)."""
+    """Records, for every ``torch.nn.functional.scaled_dot_product_attention`` call the entering
+    thread makes while active, the backend torch's dispatcher picks for those inputs and whether
+    the call ran under capture (other threads' calls are not recorded). ``capturing`` says which
+    (tests pass their own). Re-entrant; the attribute is torch's own again once the last active
+    recorder of the process leaves, whatever it leaves by."""
 
     def __init__(self, capturing: Callable[[], bool] = _capturing) -> None:
         self.capturing = capturing
         self.calls: List[Tuple[str, bool, str]] = []  # (signature, under capture, backend)
         self._query: Dict[str, str] = {}  # signature -> its query's shape and dtype
-        self._saved = None
 
     def _record(self, args, kwargs) -> None:
+        try:
+            self._record_call(args, kwargs)
+        except Exception:  # noqa: BLE001 - a diagnosis: never the reason a call fails
+            pass
+
+    def _record_call(self, args, kwargs) -> None:
         names = ("query", "key", "value", "attn_mask", "dropout_p", "is_causal", "scale",
                  "enable_gqa")  # F.scaled_dot_product_attention's parameters, in order
         given = dict(zip(names, args))
@@ -201,21 +260,19 @@ class SdpaRecorder(contextlib.ContextDecorator):
         self._query[sig + ")"] = _describe(q) if isinstance(q, torch.Tensor) else ""
 
     def __enter__(self) -> "SdpaRecorder":
-        import torch.nn.functional as F
-        self._saved = F.scaled_dot_product_attention
-        inner = self._saved
-
-        def scaled_dot_product_attention(*args, **kwargs):
-            self._record(args, kwargs)
-            return inner(*args, **kwargs)
-
-        scaled_dot_product_attention.__wrapped__ = inner
-        F.scaled_dot_product_attention = scaled_dot_product_attention
+        _sdpa_install()
+        _sdpa_stack().append(self)
         return self
 
     def __exit__(self, *exc) -> bool:
-        import torch.nn.functional as F
-        F.scaled_dot_product_attention = self._saved
+        try:
+            stack = _sdpa_stack()
+            for i in range(len(stack) - 1, -1, -1):  # this recorder's innermost entry
+                if stack[i] is self:
+                    del stack[i]
+                    break
+        finally:
+            _sdpa_remove()
         return False
 
     def findings(self) -> List[str]:

@@ -6,8 +6,10 @@ between the "eager" and the "capture" calls with torch.nn.attention.sdpa_kernel)
 and what a mismatch does, the phases' scopes and module buffers, and make_graphed_callables'
 training step (outputs, input and parameter gradients) on CPU modules. The captures themselves
 need a GPU: tests/python/graphs_verify.py (scripts/gpu-check)."""
+import contextlib
 import os
 import random
+import threading
 import unittest
 import warnings
 
@@ -226,6 +228,78 @@ class Sdpa(unittest.TestCase):
                 self.F.scaled_dot_product_attention(torch.randn(2, 3), torch.randn(4), None)
         self.assertIs(self.F.scaled_dot_product_attention, orig)
         self.assertEqual(len(rec.calls), 1)
+
+    def test_only_the_checking_thread_is_recorded(self):
+        # Random numbers of calls in the recording thread and in others (some recording with
+        # their own recorders, some not), interleaved at random through a barrier per round.
+        orig = self.F.scaled_dot_product_attention
+        threads = self.rng.randrange(2, 6)
+        rounds = self.rng.randrange(3, 8)
+        plan = [[self.rng.randrange(0, 4) for _ in range(rounds)] for _ in range(threads)]
+        recording = [t == 0 or self.rng.random() < 0.5 for t in range(threads)]
+        recs = [self.recorder() if r else None for r in recording]
+        barrier = threading.Barrier(threads)
+        errors = []
+        q, k, v = self.qkv()
+
+        def work(t):
+            try:
+                cm = recs[t] if recs[t] is not None else contextlib.nullcontext()
+                barrier.wait()
+                with cm:
+                    for r in range(rounds):
+                        barrier.wait()
+                        for _ in range(plan[t][r]):
+                            self.F.scaled_dot_product_attention(q, k, v)
+                        barrier.wait()
+                for r in range(rounds):  # after leaving: nothing is recorded any more
+                    self.F.scaled_dot_product_attention(q, k, v)
+            except BaseException as e:  # noqa: BLE001
+                errors.append(e)
+                barrier.abort()
+
+        ts = [threading.Thread(target=work, args=(t,)) for t in range(threads)]
+        for t in ts:
+            t.start()
+        for t in ts:
+            t.join()
+        self.assertEqual(errors, [])
+        for t in range(threads):
+            if recs[t] is not None:
+                self.assertEqual(len(recs[t].calls), sum(plan[t]), (t, plan, recording))
+        self.assertIs(self.F.scaled_dot_product_attention, orig, "torch's own again after")
+
+    def test_the_attribute_is_restored_whatever_the_recorder_leaves_by(self):
+        orig = self.F.scaled_dot_product_attention
+        q, k, v = self.qkv()
+        outer, inner = self.recorder(), self.recorder()
+        for exc in (ValueError, KeyboardInterrupt, None):
+            try:
+                with outer:
+                    self.F.scaled_dot_product_attention(q, k, v)
+                    with inner:  # nested: the innermost records
+                        self.F.scaled_dot_product_attention(q, k, v)
+                        with outer:  # the same recorder again
+                            self.F.scaled_dot_product_attention(q, k, v)
+                        if exc is not None:
+                            raise exc("leaving")
+                    self.F.scaled_dot_product_attention(q, k, v)
+            except (ValueError, KeyboardInterrupt):
+                pass
+            self.assertIs(self.F.scaled_dot_product_attention, orig, exc)
+        self.assertEqual(len(inner.calls), 3)
+        self.assertEqual(len(outer.calls), 3 * 2 + 1)
+
+    def test_a_recording_failure_never_fails_the_call(self):
+        q, k, v = self.qkv()
+
+        def broken():
+            raise RuntimeError("capturing() failed")
+
+        with self.v.SdpaRecorder(capturing=broken) as rec:
+            out = self.F.scaled_dot_product_attention(q, k, v)
+        self.assertEqual(out.shape, q.shape)
+        self.assertEqual(rec.calls, [])
 
 
 @NEED_TORCH
