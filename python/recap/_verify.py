@@ -30,6 +30,7 @@ Cost: one eager step and one replay per graph, at creation; nothing per step.
 from __future__ import annotations
 
 import contextlib
+import datetime
 import functools
 import json
 import os
@@ -39,6 +40,8 @@ import warnings
 from typing import Callable, Dict, Iterable, List, Optional, Sequence, Tuple
 
 import torch
+
+from . import _lib
 
 __all__ = ["GraphMismatch", "GraphMismatchWarning", "compare", "differing", "SdpaRecorder",
            "Verifier", "mode"]
@@ -490,15 +493,81 @@ class Verifier:
     def check(self, how: str) -> None:
         err = self.report()
         self.release()
+        settle(err, how, stacklevel=4)
+
+
+def settle(err: Optional[GraphMismatch], how: str, stacklevel: int) -> None:
+    """The end of a check: the finding (or None) reported, then raised (``raise``, agreed with
+    the other ranks of a distributed job first) or warned (``warn``)."""
+    if err is not None:
+        report_line(err)
+    if how == "raise":
+        err = agree(err)
         if err is None:
             return
-        report_line(err)
-        if how == "raise":
-            try:
-                raise err
-            finally:
-                err = None  # no cycle through this frame (TorchGenerator.raise_pending says why)
-        warnings.warn(str(err), GraphMismatchWarning, stacklevel=3)
+        try:
+            raise err
+        finally:
+            err = None  # no cycle through this frame (TorchGenerator.raise_pending says why)
+    if err is not None:
+        warnings.warn(str(err), GraphMismatchWarning, stacklevel=stacklevel)
+
+
+# ---------------------------------------------------------------- one verdict for every rank
+
+# How long a rank waits for the others to reach the same check before it goes on with its own
+# verdict: a rank that runs fewer checks than the others (or died) must not hang the rest.
+AGREE_TIMEOUT_S = 300.0
+_checks = 0  # this process's agreed checks: the n-th of each rank meets the n-th of the others
+
+
+def _job():
+    """(rank, world size, store) of torch.distributed's default group when one of more than one
+    rank is up; else None."""
+    try:
+        import torch.distributed as dist
+        if not (dist.is_available() and dist.is_initialized()) or dist.get_world_size() <= 1:
+            return None
+        return dist.get_rank(), dist.get_world_size(), dist.distributed_c10d._get_default_store()
+    except Exception:  # noqa: BLE001 - no job to agree with: the local verdict stands
+        return None
+
+
+def agree(err: Optional[GraphMismatch]) -> Optional[GraphMismatch]:
+    """In a job of more than one rank: what this rank raises after every rank has its verdict
+    for this check, so that all raise or none does (one rank raising while the others go on
+    leaves them waiting in their next collective). Through the process group's key-value store,
+    not a collective: no device tensor, a few requests per rank whatever the world size, and a
+    timeout (AGREE_TIMEOUT_S) after which a rank keeps its own verdict and says why."""
+    global _checks
+    job = _job()
+    if job is None:
+        return err
+    rank, world, store = job
+    _checks += 1
+    key = f"recap/verify/{_checks}/"
+    try:
+        if err is not None:
+            store.add(key + "bad", 1)
+            first = f"rank {rank}: " + str(err).splitlines()[0].replace("recap: ", "", 1)
+            store.compare_set(key + "first", "", first[:400])
+        if store.add(key + "count", 1) == world:
+            store.set(key + "done", "1")
+        store.wait([key + "done"], datetime.timedelta(seconds=AGREE_TIMEOUT_S))
+        bad = store.add(key + "bad", 0)
+        first = store.get(key + "first").decode(errors="replace") if bad else ""
+    except Exception as e:  # noqa: BLE001 - a timeout or a store gone: this rank's verdict
+        _lib.log_once("warn", f"recap: the check at capture could not agree with the other "
+                      f"ranks ({type(e).__name__}: {e}); rank {rank} goes on with its own "
+                      f"verdict ({'a mismatch' if err is not None else 'none'})")
+        return err
+    if err is not None or not bad:
+        return err
+    return GraphMismatch(
+        f"recap: {bad} of {world} ranks found that the first replay of a captured graph does "
+        f"not compute what the same step computes eagerly ({first}); this rank's graphs "
+        f"passed, and it raises too so that no rank waits for the others (that rank's error "
+        f"says what differed)", [], [], [])
 
 
 def report_line(err: GraphMismatch) -> None:

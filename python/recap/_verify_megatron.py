@@ -198,6 +198,7 @@ def check_records(record: Sequence[tuple], how: str, sdpa: _verify.SdpaRecorder)
     (``warn``) naming the layer."""
     stats.update(verified=0, skipped=0, mismatches=0)
     gen = torch.Generator().manual_seed(0x5EED)  # no CUDA generator moves
+    err = None
     if torch.cuda.is_available():
         torch.cuda.synchronize()
     for i, r in enumerate(_runners(record)):
@@ -225,10 +226,8 @@ def check_records(record: Sequence[tuple], how: str, sdpa: _verify.SdpaRecorder)
             stats["verified"] += 1
             continue
         stats["mismatches"] += 1
-        _verify.report_line(err)
         if how == "raise":
-            try:
-                raise err
-            finally:
-                err = None  # no cycle through this frame (TorchGenerator.raise_pending says why)
-        warnings.warn(str(err), _verify.GraphMismatchWarning, stacklevel=4)
+            break  # the first mismatch is what this rank raises, once the ranks agree
+        _verify.settle(err, how, stacklevel=5)
+        err = None
+    _verify.settle(err, how, stacklevel=5)
