@@ -10,9 +10,9 @@ compiled module, which takes this name's place in sys.modules.
 """
 import sys
 
-from . import _ext
+from . import _torch_build
 
-_refused = _ext.refusal()
+_refused = _torch_build.refusal()
 if _refused:
     raise ImportError(_refused)
 

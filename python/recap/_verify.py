@@ -46,6 +46,19 @@ from . import _lib
 __all__ = ["GraphMismatch", "GraphMismatchWarning", "compare", "differing", "SdpaRecorder",
            "Verifier", "mode"]
 
+# What a check needs of recap.torch (its exact-capture scope and the tracker states it registers
+# with graphs), installed by recap.torch when it is imported: recap.torch imports this module,
+# never the other way round. Without it (this module used alone) phases run in no scope.
+_port_scope: Callable[[], "contextlib.AbstractContextManager"] = contextlib.nullcontext
+_port_states: Callable[[], List[torch.Generator]] = list
+
+
+def install_port(scope: Callable[[], "contextlib.AbstractContextManager"],
+                 states: Callable[[], List[torch.Generator]]) -> None:
+    global _port_scope, _port_states
+    _port_scope, _port_states = scope, states
+
+
 _MODES = ("raise", "warn", "off")  # src/base/settings.c lists them too (recap-probe flags typos)
 
 
@@ -321,10 +334,9 @@ class SdpaRecorder(contextlib.ContextDecorator):
 def _generators() -> List[Tuple[str, torch.Generator]]:
     """The generators whose offsets a graph's replay moves: torch's default CUDA generators and
     the graph-safe states recap registers with every graph."""
-    from . import torch as rtorch
     gens = [(f"torch's default CUDA generator (cuda:{i})", g)
             for i, g in enumerate(torch.cuda.default_generators)]
-    for k, s in enumerate(rtorch.registered_states()):
+    for k, s in enumerate(_port_states()):
         gens.append((f"recap tracker state {k} ({s.device})", s))
     return gens
 
@@ -378,10 +390,9 @@ class Verifier:
                 b.copy_(s)
 
     def _step(self, key: str, step) -> List[Tuple[str, Optional[torch.Tensor]]]:
-        from . import torch as rtorch
         cpu = torch.get_rng_state()  # exact_capture covers the CUDA generators, not torch's CPU one
         try:
-            with rtorch.exact_capture():
+            with _port_scope():
                 before = _offsets(self.gens)
                 out = [(n, t.detach().clone() if isinstance(t, torch.Tensor) else t)
                        for n, t in step()]
@@ -413,8 +424,7 @@ class Verifier:
         self._initial = saved
 
     def capture(self, fn):
-        from . import torch as rtorch
-        with self.sdpa, rtorch.exact_capture():
+        with self.sdpa, _port_scope():
             return fn()
 
     def replay(self, step) -> None:

@@ -52,6 +52,7 @@ except ImportError as e:  # one clear line instead of a traceback from deep insi
 from . import _abi, _ext
 from . import _lib
 from ._lib import RecapError, check, lib
+from . import _verify
 from ._verify import GraphMismatch, GraphMismatchWarning
 
 __all__ = ["backend", "TorchGenerator", "generator", "install", "uninstall", "register_tracker",
@@ -457,6 +458,9 @@ def _bind_scope_fns():
 # The line a user writes around a hand-written warm-up and torch.cuda.graph.
 warmup = exact_capture
 
+# The check at capture (recap._verify) runs its phases in this scope and watches these states.
+_verify.install_port(exact_capture, registered_states)
+
 _orig_make_graphed_callables = None
 
 
@@ -475,7 +479,6 @@ def make_graphed_callables(callables, sample_args, *args, verify=None, **kwargs)
     runs already give differently (non-deterministic kernels) is not compared. Generators
     (torch's CPU one too) and the modules' buffers end where the capture alone would leave them;
     the check holds a step's outputs and gradients a few times over while it runs."""
-    from . import _verify
     fn = _orig_make_graphed_callables or torch.cuda.make_graphed_callables
     how = _verify.mode(verify)
     if how == "off":
@@ -553,7 +556,6 @@ def verified_graph(fn, *args, verify=None, pool=None, warmup_iters: int = 1):
     ``(graph, outputs)``: the outputs are the graph's static tensors, and ``args`` its static
     inputs (copy new data into them, then ``graph.replay()``). Generators (torch's CPU one too)
     and module buffers end where capturing alone would leave them."""
-    from . import _verify
     from torch.utils._pytree import tree_flatten
     how = _verify.mode(verify)
     v = _verify.Verifier("verified_graph", [fn] if isinstance(fn, torch.nn.Module) else [])

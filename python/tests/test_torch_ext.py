@@ -148,8 +148,8 @@ class TorchExtension(unittest.TestCase):
         self.assertIn("-m pip install --no-build-isolation", fix)
         import site
         if os.path.abspath(PKG_PARENT) not in map(os.path.abspath, site.getsitepackages()):
-            from recap import _ext
-            if _ext._distribution() is not None:  # installed with --target, as CI does
+            from recap import _torch_build
+            if _torch_build._distribution() is not None:  # installed with --target, as CI does
                 self.assertIn(f"--target {PKG_PARENT}", fix)
         env["RECAP_LOG"] = "off"
         r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,

@@ -15,6 +15,7 @@ import warnings
 
 try:
     import torch
+    import recap.torch  # noqa: F401 - installs the check's scope and states (recap._verify's port)
 except ImportError:
     torch = None
 
