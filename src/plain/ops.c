@@ -10,7 +10,7 @@
 #include "base/error.h"
 #include "base/handle.h"
 #include "plain/plain.h"
-#include "region/region.h" /* recap__engine_check, which the region core asks */
+#include "region/region.h" /* recap__engine_kind */
 
 /* Recording is per thread, as autograd's grad mode is; stored inverted so it starts on. */
 static _Thread_local int not_recording;
@@ -222,17 +222,16 @@ static const recap_engine_ops_t plain_ops = {
     .context_exit = context_exit,
 };
 
-recap_status_t recap__engine_check(const recap_engine_ops_t *ops, const void *engine)
+static int engine_live(const void *engine)
 {
-    if (ops != &plain_ops || recap__handle_live(engine, RECAP_MAGIC_PLAIN_ENGINE))
-        return RECAP_OK;
-    return recap__fail(RECAP_ERR_INVALID_ARG, "engine %p with recap's plain engine operations is "
-                       "not a live recap_plain_engine_h", engine);
+    return recap__handle_live(engine, RECAP_MAGIC_PLAIN_ENGINE);
 }
 
 recap_status_t recap_plain_engine_ops(const recap_engine_ops_t **ops_p)
 {
     RECAP_CHECK_ARG(ops_p != NULL, "ops_p is NULL");
+    /* Before the operations can reach a region: the region core checks engines by this. */
+    recap__engine_kind(&plain_ops, engine_live, "plain engine", "recap_plain_engine_h");
     *ops_p = &plain_ops;
     return RECAP_OK;
 }

@@ -151,11 +151,14 @@ recap_status_t recap__manager_add(recap_manager_h m, recap_region_h r);
 /* The region is being destroyed. */
 void recap__manager_forget(recap_manager_h m, recap_region_h r);
 
-/* The region core asks whether an engine pointer is valid for its operations; the engines recap
- * ships answer (src/plain/ops.c: RECAP_ERR_INVALID_ARG when ops are recap's plain engine
- * operations and engine is not a live plain engine, NULL included). Declared here, below them,
- * so the core does not include the engines' headers. */
+/* The region core asks whether an engine pointer is valid for its operations (users.c):
+ * RECAP_ERR_INVALID_ARG when ops are those of an engine recap ships and engine is not a live
+ * engine of that kind, NULL included. An engine recap ships names its operations, how to tell a
+ * live engine and their names (for the message) before it hands its operations out
+ * (src/plain/ops.c), so the core answers without calling up into the engines. */
 recap_status_t recap__engine_check(const recap_engine_ops_t *ops, const void *engine);
+void recap__engine_kind(const recap_engine_ops_t *ops, int (*live)(const void *engine),
+                        const char *name, const char *handle_type);
 
 /* Regions, checkpoints, managers and wrappers using an engine pointer (users.c): the engines recap
  * ships refuse destroy while any does. */
