@@ -1,10 +1,10 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * CUPTI front end: for hosts that dlopen librecap (a framework plugin) and for
- * CUDA_INJECTION64_PATH. One subscriber, with only the callback ids recap needs enabled (with
- * every id enabled a tiny graph replay was measured going from 4.6 to 6.5 us): the driver's
- * capture begin/end, graph launch and graph/exec destroy, and the resource domain's graph/exec
- * lifecycle. The driver domain sees cudart's calls too (cudart calls the driver), static or
+ * CUDA_INJECTION64_PATH. One subscriber, with only the callback ids recap needs enabled (every
+ * id enabled makes each graph replay measurably slower: bench/RESULTS.md, "Interception"): the
+ * driver's capture begin/end, graph launch and graph/exec destroy, and the resource domain's
+ * graph/exec lifecycle. The driver domain sees cudart's calls too (cudart calls the driver), static or
  * shared, so the runtime domain is not needed and nothing is reported twice.
  */
 #define _GNU_SOURCE

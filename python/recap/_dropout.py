@@ -4,7 +4,7 @@ Triton kernel (or a CUDA C kernel through CuPy) implementing Philox4x32-10 in re
 element group g (4 elements) keeps element 4g+j iff word j of curand_init(seed, g, offset) is at
 least the threshold, with (seed, offset) from ``recap_generator_reserve`` (read from recap's
 device slot inside a CUDA-graph capture, as ``recap_philox_unpack``). Graph replays of such
-dropouts cost recap's flat launch advance (bench/RESULTS.md: +0.4 us at 16 generators) instead
+dropouts cost recap's flat launch advance (bench/RESULTS.md, "Graph launch cost") instead
 of torch's two fill kernels per registered generator.
 
 Reached as ``recap.torch.dropout``, ``recap.torch.RecapTracker`` and friends (imported on first

@@ -2,7 +2,7 @@
 """Replays of torch CUDA graphs at recap's flat cost.
 
 torch 2.11 replays a graph by writing, for every generator state registered with it, the state's
-seed and offset into two device tensors (two fill_ kernels, some 10 us of host time) before the
+seed and offset into two device tensors (two fill_ kernels: bench/RESULTS.md) before the
 launch, whether the graph drew from that state or not. recap registers every live tracker state
 before each capture, because torch refuses a registration once the capture has begun; a graph
 that draws from one of eight tracker states would pay for nine (with the default generator's,

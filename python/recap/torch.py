@@ -410,9 +410,8 @@ class exact_capture(contextlib.ContextDecorator):
     the first eager step would have, and a graphed run reproduces the eager one bit for bit.
     Restores on exceptions too; nests; process-wide (no other thread should draw meanwhile).
     ``RECAP_EXACT_CAPTURE=0`` makes it do nothing. A class rather than a generator function:
-    entering and leaving are two C calls, about 2 us in all with 8 tracker states when torch's
-    generators run their operations in recap._C, over 100 us in Python
-    (tests/python/graphs_exact.py measures both)."""
+    entering and leaving are two C calls (what they cost, with torch's generators driven by
+    recap._C and by Python: tests/python/graphs_exact.py, bench/RESULTS.md)."""
 
     __slots__ = ("_scope", "_entered")
 

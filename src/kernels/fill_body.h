@@ -39,8 +39,8 @@ typedef struct {
 
 /* The one by-value argument of every fill kernel. Outside a capture the host computes the round
  * keys into it: the kernel's XORs then read them from the constant bank (uniform registers on
- * sm_90), which frees the 20 registers per thread that keys computed in the kernel take; measured
- * on an H200 (bench/fill_explore), the fill goes from 0.93 to 0.95 x memset. Inside a capture the
+ * sm_90), which frees the 20 registers per thread that keys computed in the kernel take, and the
+ * fill gets faster (bench/RESULTS.md, "Bulk fill": Keys). Inside a capture the
  * seed is only known on the device: the _captured kernels compute them. */
 typedef struct recap__fill_params {
     uint64_t dst; /* address of the first element */
@@ -185,10 +185,10 @@ RECAP_KFN void recap__fill_thread(int kind, const recap__fill_params_t *p, uint6
                                  uint64_t nthreads)
 {
     uint64_t q, nunits = (p->n + 3) / 4, base = p->philox.offset >> 2;
-    /* Units below nwhole are whole and aligned: one compare per unit. Measured on an H200
-     * against the alternatives (the full alignment-and-length test per unit; whole units in a
-     * loop of their own with the rest in a second one or by one thread), this shape was the
-     * fastest: 0.953-0.955 x memset against 0.923-0.948. */
+    /* Units below nwhole are whole and aligned: one compare per unit. Measured against the
+     * alternatives (the full alignment-and-length test per unit; whole units in a loop of their
+     * own with the rest in a second one or by one thread), this shape was the fastest
+     * (bench/fill_explore; bench/RESULTS.md, "Bulk fill"). */
     uint64_t nwhole = (p->dst & 15u) == 0 ? p->n / 4 : 0;
 
     for (q = tid; q < nunits; q += nthreads) {

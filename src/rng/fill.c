@@ -25,10 +25,10 @@ static const fill_kind_t fill_f32 = {RECAP_K_FILL_F32, RECAP_K_FILL_F32_CAPTURED
 static const fill_kind_t fill_f64 = {RECAP_K_FILL_F64, RECAP_K_FILL_F64_CAPTURED, 2, 8,
                                      recap__fill_f64_thread, "fill_uniform_double"};
 
-/* Launch shapes, measured on an H200 (bench/fill and bench/fill_explore, 2026-12-02): 1024
- * threads per block (two resident per SM); eager fills 8 blocks per SM, four waves: in rounds
- * over two buffers 0.952-0.961 x memset, against 0.950-0.957 for 4 blocks and 0.935-0.943 for
- * one wave, and less sensitive to where the buffer lies; captured fills 2 (one wave). */
+/* Launch shapes, the fastest bench/fill and bench/fill_explore found (bench/RESULTS.md, "Bulk
+ * fill"): 1024 threads per block (two resident per SM); eager fills 8 blocks per SM, four waves
+ * (ahead of 4 blocks and of one wave, and less sensitive to where the buffer lies); captured
+ * fills 2 (one wave). */
 #define FILL_THREADS 1024
 #define FILL_BLOCKS_PER_SM 8
 #define FILL_BLOCKS_PER_SM_CAPTURED 2

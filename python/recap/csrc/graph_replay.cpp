@@ -5,7 +5,7 @@
 // torch 2.11's CUDAGraph::replay runs, for every generator state registered with the graph, a
 // prologue of two fill_ kernels (the state's seed and offset into the one-element device tensors
 // the captured kernels read, the state's "slot") and advances the state by what the graph drew
-// from it: some 10 us of host time per state, drawn from or not. recap registers every live
+// from it: host time per state (bench/RESULTS.md), drawn from or not. recap registers every live
 // tracker state before each capture, so that would be paid for every tracker state.
 //
 // recap drives those states as it drives its own generators (src/capture/graphs.c):
