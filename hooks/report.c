@@ -91,33 +91,38 @@ static int format_line(char *line, size_t len, const report_t *r)
 }
 
 /* The names (each ended by a NUL, len bytes) as a JSON array of strings; names that do not fit
- * whole are left out. */
-static void json_names(char *buf, size_t cap, const char *names, size_t len)
+ * whole are left out, and counted: returns how many. */
+static size_t json_names(char *buf, size_t cap, const char *names, size_t len)
 {
-    size_t off = 0, at;
+    size_t off = 0, at, left_out = 0;
 
     buf[off++] = '[';
     for (at = 0; at < len; at += strlen(names + at) + 1) {
         size_t sep = off > 1, room = cap - off - sep - 2; /* room for "]" and the NUL after */
         size_t n = recap__json_quote(buf + off + sep, room + 1, names + at, strlen(names + at));
 
-        if (n > room)
-            break;
+        if (n > room) {
+            left_out++;
+            continue;
+        }
         if (sep)
             buf[off] = ',';
         off += sep + n;
     }
     buf[off++] = ']';
     buf[off] = '\0';
+    return left_out;
 }
 
 static int report_line(char *line, size_t len, const recap_capture_stats_t *s)
 {
-    char when[40], rank[16] = "null", names[160], list[2048]; /* 160 bytes escaped fit */
-    char flagged[256], flagged_list[512];
-    size_t flen, i;
+    /* names and flagged hold names of any length whole, until full; each list's JSON stays under
+     * the 1 KiB a value of recap-probe --run's may take (names escaped can grow 6 times) */
+    char when[40], rank[16] = "null", names[160], list[1000];
+    char flagged[1000], flagged_list[1000];
+    size_t flen, i, flagged_left_out;
     recap_hooks_t hooks = RECAP_HOOKS_NONE;
-    uint64_t frameworks;
+    uint64_t frameworks, frameworks_left_out;
     size_t nlen;
     report_t r;
 
@@ -125,23 +130,25 @@ static int report_line(char *line, size_t len, const recap_capture_stats_t *s)
     if (recap__ident_rank() >= 0)
         snprintf(rank, sizeof(rank), "%d", recap__ident_rank());
     recap_hooks_active(&hooks);
-    recap__fw_seen(&frameworks, names, sizeof(names), &nlen);
-    json_names(list, sizeof(list), names, nlen);
+    recap__fw_seen(&frameworks, names, sizeof(names), &nlen, &frameworks_left_out);
+    frameworks_left_out += json_names(list, sizeof(list), names, nlen);
     /* the flagged names, space-separated and plain: as a JSON array too */
-    recap__settings_flagged(flagged, sizeof(flagged));
+    flagged_left_out = recap__settings_flagged(flagged, sizeof(flagged));
     flen = strlen(flagged);
     for (i = 0; i < flen; i++)
         if (flagged[i] == ' ')
             flagged[i] = '\0';
-    json_names(flagged_list, sizeof(flagged_list), flagged, flen ? flen + 1 : 0);
+    flagged_left_out += json_names(flagged_list, sizeof(flagged_list), flagged,
+                                   flen ? flen + 1 : 0);
     r = (report_t){.schema = RECAP__REPORT_SCHEMA, .recap = recap_version_string(), .time = when,
                    .host = recap__ident_host(), .pid = (long long)getpid(), .rank = rank,
                    .hooks = recap_hooks_name(hooks), .captures = s->captures,
                    .graphs_with_rng = s->graphs_with_rng, .launches = s->launches,
                    .slot_writes = s->slot_writes, .states_primed = s->states_primed,
                    .live_records = s->live_records, .framework_generators = frameworks,
-                   .frameworks = list, .subscriptions = recap__events_subscribed(),
-                   .settings_flagged = flagged_list};
+                   .frameworks = list, .frameworks_left_out = frameworks_left_out,
+                   .subscriptions = recap__events_subscribed(), .settings_flagged = flagged_list,
+                   .settings_flagged_left_out = flagged_left_out};
     return format_line(line, len, &r);
 }
 

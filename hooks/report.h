@@ -10,7 +10,9 @@
  * the line is, left out of the sum; LAST: the last process's value; SUM: summed).
  *
  * `schema` is RECAP__REPORT_SCHEMA: raised when a field goes away or changes meaning or type (new
- * fields do not raise it). 2: lists are JSON arrays (`frameworks` was one comma-separated string
+ * fields do not raise it). A list holds whole entries only; its `_left_out` field says how many it
+ * had no room for (the line must stay one write, and recap-probe --run reads values of up to
+ * 1 KiB). 2: lists are JSON arrays (`frameworks` was one comma-separated string
  * in 1, which had no `schema` field) and every string is escaped.
  */
 #ifndef RECAP_HOOKS_REPORT_H
@@ -32,8 +34,11 @@
     X(live_records, U64, SUM)                \
     X(framework_generators, U64, SUM)        \
     X(frameworks, JSON, LAST) /* an array of strings */ \
+    X(frameworks_left_out, U64, LAST) /* names `frameworks` had no room for */ \
     X(subscriptions, U64, SUM) \
-    X(settings_flagged, JSON, LAST) /* an array: RECAP_* variables unknown or with a value not taken */
+    /* an array: RECAP_* variables unknown or with a value not taken */ \
+    X(settings_flagged, JSON, LAST)          \
+    X(settings_flagged_left_out, U64, LAST) /* names `settings_flagged` had no room for */
 
 /* The C type of each value type, and its printf format. */
 #define RECAP__REPORT_CTYPE_STR const char *

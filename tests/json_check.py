@@ -19,7 +19,8 @@ import tempfile
 
 REPORT_KEYS = ["schema", "recap", "time", "host", "pid", "rank", "hooks", "captures",
                "graphs_with_rng", "launches", "slot_writes", "states_primed", "live_records",
-               "framework_generators", "frameworks", "subscriptions", "settings_flagged"]
+               "framework_generators", "frameworks", "frameworks_left_out", "subscriptions",
+               "settings_flagged", "settings_flagged_left_out"]
 PIECES = [b"\n", b"\r", b"\t", b'"', b"\\", b"\x01", b"\x1f", b"\x7f", b"\xc3\xa9",
           b"\xe2\x82\xac", b"\xf0\x9f\x98\x80", b"\xc3", b"\xe2\x82", b"\xed\xa0\x80",
           b"\xc0\xaf", b"\xff", b",", b"a", b"\xef\xbf\xbd"]

@@ -218,17 +218,40 @@ def log_once(level: str, message: str, default: bool = False) -> None:
     except (ImportError, OSError, AttributeError):  # none, or one without recap_log_write
         _stderr_line(level, message, default)
         return
-    # Escaped here too: a NUL would end the C string early.
+    # librecap escapes the message (src/base/text.h); escaping it here as well would show a
+    # backslash as two. Only a NUL, which would end the C string early, is written as its escape,
+    # and bytes a str holds as surrogates (os.fsdecode's) go as those bytes, for librecap to escape.
     code = _abi.RECAP_LOG_WARN_UNLESS_OFF if default and level == "warn" else _LEVELS[level]
-    handle.recap_log_write(code, _one_line(message).encode(errors="backslashreplace"))
+    handle.recap_log_write(code, _c_bytes(message.replace("\0", "\\x00")))
+
+
+def _c_bytes(message: str) -> bytes:
+    """The bytes librecap gets: os.fsdecode's surrogates as the bytes they stand for, any other
+    lone surrogate as its own (invalid UTF-8) bytes; librecap escapes both, as _one_line does."""
+    try:
+        return message.encode("utf-8", errors="surrogateescape")
+    except UnicodeEncodeError:
+        return b"".join(c.encode("utf-8", errors="surrogateescape" if 0xDC80 <= ord(c) <= 0xDCFF
+                                 else "surrogatepass") for c in message)
 
 
 def _one_line(message: str) -> str:
-    """The message with its control characters escaped as librecap writes them (\\n, \\r,
-    \\t, \\xNN): one line whatever it holds."""
+    """The message escaped as librecap escapes its log lines (src/base/text.h), for the line
+    written here when librecap is not there: \\n, \\r, \\t, and \\xNN for each byte of a
+    control character (C0, DEL, C1), of U+2028 and U+2029, and of what is not UTF-8 (surrogates:
+    os.fsdecode's bytes, or a lone one's bytes as librecap would see them)."""
     named = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
-    return "".join(named.get(c, f"\\x{ord(c):02x}") if c < " " or c == "\x7f" else c
-                   for c in message)
+
+    def one(c: str) -> str:
+        o = ord(c)
+        if c in named:
+            return named[c]
+        if 0xDC80 <= o <= 0xDCFF:
+            return f"\\x{o - 0xDC00:02x}"
+        if o < 0x20 or 0x7F <= o <= 0x9F or o in (0x2028, 0x2029) or 0xD800 <= o <= 0xDFFF:
+            return "".join(f"\\x{b:02x}" for b in c.encode("utf-8", errors="surrogatepass"))
+        return c
+    return "".join(one(c) for c in message)
 
 
 def _stderr_line(level: str, message: str, default: bool = False) -> None:

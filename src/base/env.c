@@ -43,15 +43,13 @@ const char *recap__env(const char *name)
 
 void recap__env_warn(const char *name, const char *fmt, ...)
 {
-    char msg[512];
     va_list ap;
 
     if (warned_before(name))
         return;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof(msg), fmt, ap);
+    va_start(ap, fmt); /* formatted by the log itself: a value too long is cut with a mark */
+    recap__log_vstderr(RECAP_LOG_WARN, fmt, ap);
     va_end(ap);
-    recap__log_stderr(RECAP_LOG_WARN, "%s", msg);
 }
 
 int recap__env_choice(const char *name, const char *const *choices, int unset, int unknown)

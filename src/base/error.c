@@ -5,9 +5,11 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "base/error.h"
 #include "base/log.h"
+#include "base/text.h"
 
 /*
  * One buffer per thread, so messages never race: allocated at the thread's first failure and
@@ -52,14 +54,22 @@ recap_status_t recap__fail(recap_status_t status, const char *fmt, ...)
 {
     char *buf = thread_buffer();
     va_list ap;
+    int n;
 
     if (buf == NULL) {
         message = recap_strerror(status);
         return status;
     }
     va_start(ap, fmt);
-    vsnprintf(buf, MESSAGE_LEN, fmt, ap);
+    n = vsnprintf(buf, MESSAGE_LEN, fmt, ap);
     va_end(ap);
+    if (n >= MESSAGE_LEN) { /* a long name in it: the message says it was cut, at a character */
+        size_t keep = MESSAGE_LEN - sizeof(RECAP__TEXT_CUT);
+
+        while (keep > 0 && ((unsigned char)buf[keep] & 0xC0) == 0x80)
+            keep--;
+        memcpy(buf + keep, RECAP__TEXT_CUT, sizeof(RECAP__TEXT_CUT));
+    }
     message = buf;
     recap__log(RECAP_LOG_DEBUG, "%s: %s", recap_strerror(status), buf);
     return status;

@@ -16,6 +16,7 @@
 #include "base/log.h"
 #include "base/sink.h"
 #include "base/settings.h"
+#include "base/text.h"
 
 #define SINK_UNOPENED (-2)
 #define LOG_OFF 0 /* below every level */
@@ -119,47 +120,29 @@ static int prefix(char *buf, size_t len, int level)
     return n;
 }
 
-/* Appends `msg` to line[n..len) with its control characters escaped (\n, \r, \t, \xNN), an
- * escape whole or not at all; returns the new length. Other bytes, UTF-8 included, stay. */
-static size_t append_escaped(char *line, size_t n, size_t len, const char *msg)
-{
-    static const char hex[] = "0123456789abcdef";
-
-    for (; *msg != '\0'; msg++) {
-        unsigned char c = (unsigned char)*msg;
-        char esc[4] = {'\\', 0, 0, 0};
-        size_t k = 2;
-
-        if (c >= 0x20 && c != 0x7f) {
-            esc[0] = (char)c;
-            k = 1;
-        } else if (c == '\n' || c == '\r' || c == '\t') {
-            esc[1] = c == '\n' ? 'n' : c == '\r' ? 'r' : 't';
-        } else {
-            esc[1] = 'x';
-            esc[2] = hex[c >> 4];
-            esc[3] = hex[c & 0xf];
-            k = 4;
-        }
-        if (n + k > len)
-            break; /* cut, but still one line */
-        memcpy(line + n, esc, k);
-        n += k;
-    }
-    return n;
-}
-
 /* One write per line, so the lines of threads and of processes sharing a file never mix; one
- * line per write, so a message (a host's, or holding a name a host gave) never adds lines. */
+ * line per write, so a message (a host's, or holding a name a host gave) never adds lines: the
+ * message is written escaped (base/text.h), and one too long for the line ends in a mark that
+ * says so rather than stopping mid-word unannounced. */
 static void emit(int fd, int level, const char *fmt, va_list ap)
 {
     char line[LINE_MAX_BYTES], msg[LINE_MAX_BYTES];
-    int n = prefix(line, sizeof(line) - 1, level);
+    int n = prefix(line, sizeof(line) - 1, level), m;
+    size_t room, used, len;
 
-    if (n > (int)sizeof(line) - 2)
-        n = (int)sizeof(line) - 2;
-    vsnprintf(msg, sizeof(msg), fmt, ap);
-    n = (int)append_escaped(line, (size_t)n, sizeof(line) - 1, msg);
+    if (n > (int)sizeof(line) - 2 - (int)sizeof(RECAP__TEXT_CUT))
+        n = (int)sizeof(line) - 2 - (int)sizeof(RECAP__TEXT_CUT);
+    m = vsnprintf(msg, sizeof(msg), fmt, ap);
+    len = m < 0 ? 0 : strlen(msg);
+    room = sizeof(line) - 1 - (size_t)n; /* the newline's byte kept */
+    len = recap__text_escape(line + n, room + 1, msg, len, &used);
+    if (used < strlen(msg) || (m >= 0 && (size_t)m >= sizeof(msg))) {
+        len = recap__text_escape(line + n, room + 1 - (sizeof(RECAP__TEXT_CUT) - 1), msg, used,
+                                 NULL);
+        memcpy(line + n + len, RECAP__TEXT_CUT, sizeof(RECAP__TEXT_CUT) - 1);
+        len += sizeof(RECAP__TEXT_CUT) - 1;
+    }
+    n += (int)len;
     line[n++] = '\n';
     while (write(fd, line, (size_t)n) < 0 && errno == EINTR)
         ;
@@ -181,6 +164,11 @@ void recap__log_stderr(int level, const char *fmt, ...)
     va_start(ap, fmt);
     emit(STDERR_FILENO, level, fmt, ap);
     va_end(ap);
+}
+
+void recap__log_vstderr(int level, const char *fmt, va_list ap)
+{
+    emit(STDERR_FILENO, level, fmt, ap);
 }
 
 recap_status_t recap_log_write(recap_log_level_t level, const char *message)

@@ -166,23 +166,29 @@ recap__setting_check_t recap__setting_check(const char *entry, char *why, size_t
     return RECAP__SETTING_INVALID;
 }
 
-void recap__settings_flagged(char *buf, size_t len)
+size_t recap__settings_flagged(char *buf, size_t len)
 {
-    size_t i, n = 0;
+    size_t i, k, n = 0, left_out = 0;
     const char *c;
 
-    if (len == 0)
-        return;
-    buf[0] = '\0';
+    if (len > 0)
+        buf[0] = '\0';
     for (i = 0; environ != NULL && environ[i] != NULL; i++) {
         if (strncmp(environ[i], "RECAP_", 6) != 0 ||
             recap__setting_check(environ[i], NULL, 0) == RECAP__SETTING_OK)
             continue;
-        if (n > 0 && n + 1 < len)
+        k = strcspn(environ[i], "=");
+        /* whole names only: a cut one would name a variable that is not there */
+        if (n + (n > 0) + k + 1 > len) {
+            left_out++;
+            continue;
+        }
+        if (n > 0)
             buf[n++] = ' ';
-        for (c = environ[i]; *c != '\0' && *c != '=' && n + 1 < len; c++)
+        for (c = environ[i]; c < environ[i] + k; c++)
             buf[n++] = (*c >= 'A' && *c <= 'Z') || (*c >= 'a' && *c <= 'z') ||
                                (*c >= '0' && *c <= '9') || *c == '_' ? *c : '?';
         buf[n] = '\0';
     }
+    return left_out;
 }

@@ -27,7 +27,8 @@ recap__setting_check_t recap__setting_check(const char *entry, char *why, size_t
 
 /* The RECAP_* names in the environment that recap__setting_check flags, space-separated, in
  * environment order ("" when none). Names only (letters, digits, '_'; anything else as '?'), so
- * the text is safe in JSON and in a log line. */
-void recap__settings_flagged(char *buf, size_t len);
+ * the text is safe in JSON and in a log line. Whole names only: returns how many flagged names
+ * did not fit in `len` bytes and were left out. */
+size_t recap__settings_flagged(char *buf, size_t len);
 
 #endif

@@ -23,9 +23,11 @@ typedef struct recap__probe_out {
     recap_probe_status_t status;
     char detail[RECAP_PROBE_DETAIL_MAX];
     size_t len;
+    int cut; /* the detail filled up and ends in RECAP__TEXT_CUT */
 } recap__probe_out_t;
 
-/* Appends formatted text to the detail (truncating, never overflowing). */
+/* Appends formatted text to the detail (never overflowing: a detail that fills up ends in
+ * RECAP__TEXT_CUT, and nothing more is added). */
 void recap__probe_say(recap__probe_out_t *out, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 /* Marks the check failed and appends the reason. */

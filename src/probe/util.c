@@ -7,19 +7,28 @@
 #include <string.h>
 
 #include "base/error.h"
+#include "base/text.h"
 #include "probe/probe.h"
 
 static void say(recap__probe_out_t *out, const char *fmt, va_list ap)
 {
     int n;
 
-    if (out->len + 1 >= sizeof(out->detail))
+    if (out->cut || out->len + 1 >= sizeof(out->detail))
         return;
     n = vsnprintf(out->detail + out->len, sizeof(out->detail) - out->len, fmt, ap);
     if (n > 0)
         out->len += (size_t)n;
-    if (out->len >= sizeof(out->detail))
-        out->len = sizeof(out->detail) - 1; /* truncated: vsnprintf kept the terminator */
+    if (out->len >= sizeof(out->detail)) {
+        /* truncated: the detail says so, cut where a character starts (a name in it may be long) */
+        size_t keep = sizeof(out->detail) - sizeof(RECAP__TEXT_CUT);
+
+        while (keep > 0 && ((unsigned char)out->detail[keep] & 0xC0) == 0x80)
+            keep--;
+        memcpy(out->detail + keep, RECAP__TEXT_CUT, sizeof(RECAP__TEXT_CUT));
+        out->len = keep + sizeof(RECAP__TEXT_CUT) - 1;
+        out->cut = 1; /* later says add nothing after the mark */
+    }
 }
 
 void recap__probe_say(recap__probe_out_t *out, const char *fmt, ...)

@@ -18,6 +18,7 @@
 #include "base/handle.h"
 #include "base/lock.h"
 #include "base/log.h"
+#include "base/text.h"
 #include "rng/generator.h"
 
 struct recap__fw {
@@ -46,6 +47,7 @@ static __thread size_t npinning;
 static uint64_t created;
 static char seen_names[160];
 static size_t seen_len;
+static uint64_t seen_left_out; /* creations whose new name did not fit: the report says so */
 
 /* Depth of framework operations the calling thread is inside (see recap__fw_in_op). */
 __thread int recap__fw_depth __attribute__((tls_model("initial-exec")));
@@ -276,7 +278,8 @@ static recap_status_t check_ops(const recap_framework_ops_t *o)
     return RECAP_OK;
 }
 
-/* Under registry_lock. Names that do not fit whole are left out. */
+/* Under registry_lock. Names that do not fit whole are left out, and counted (a name left out
+ * twice counts twice: the list does not keep it to know). */
 static void remember_name(const char *name)
 {
     size_t len = strlen(name), at;
@@ -284,19 +287,40 @@ static void remember_name(const char *name)
     for (at = 0; at < seen_len; at += strlen(seen_names + at) + 1)
         if (strcmp(seen_names + at, name) == 0)
             return;
-    if (len + 1 > sizeof(seen_names) - seen_len)
+    if (len + 1 > sizeof(seen_names) - seen_len) {
+        seen_left_out++;
         return;
+    }
     memcpy(seen_names + seen_len, name, len + 1);
     seen_len += len + 1;
 }
 
-void recap__fw_seen(uint64_t *created_p, char *names, size_t cap, size_t *len_p)
+void recap__fw_seen(uint64_t *created_p, char *names, size_t cap, size_t *len_p,
+                    uint64_t *left_out_p)
 {
     pthread_mutex_lock(&registry_lock);
     *created_p = created;
+    *left_out_p = seen_left_out;
     *len_p = seen_len < cap ? seen_len : 0;
     memcpy(names, seen_names, *len_p);
     pthread_mutex_unlock(&registry_lock);
+}
+
+/* The name as recap keeps it (recap_framework_info_t holds 64 bytes): whole when it fits, else
+ * cut at a character and marked, so a log line or a report never shows a cut name as the whole
+ * one. */
+static void keep_name(char *dst, size_t cap, const char *name)
+{
+    size_t len = strlen(name), keep = cap - sizeof(RECAP__TEXT_CUT);
+
+    if (len < cap) {
+        memcpy(dst, name, len + 1);
+        return;
+    }
+    while (keep > 0 && ((unsigned char)name[keep] & 0xC0) == 0x80)
+        keep--; /* not inside a UTF-8 sequence */
+    memcpy(dst, name, keep);
+    memcpy(dst + keep, RECAP__TEXT_CUT, sizeof(RECAP__TEXT_CUT));
 }
 
 recap_status_t recap_generator_create_framework(const recap_framework_ops_t *ops,
@@ -323,7 +347,7 @@ recap_status_t recap_generator_create_framework(const recap_framework_ops_t *ops
     }
     fw->ops = *ops;
     fw->ctx = framework;
-    snprintf(fw->name, sizeof(fw->name), "%s", ops->name != NULL ? ops->name : "unnamed");
+    keep_name(fw->name, sizeof(fw->name), ops->name != NULL ? ops->name : "unnamed");
     fw->ops.name = fw->name;
     fw->gen = gen;
     gen->device = device;

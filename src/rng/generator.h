@@ -164,8 +164,10 @@ recap_status_t recap__fw_save_all(recap__fw_value_t *v, size_t cap, size_t *coun
 /* Writes back the values of those still alive; the first failure is returned. */
 recap_status_t recap__fw_restore_all(const recap__fw_value_t *v, size_t n);
 /* Framework generators created in this process and their distinct names, for RECAP_REPORT: each
- * name ended by a NUL, *len_p bytes in all (0 when they do not fit cap). */
-void recap__fw_seen(uint64_t *created_p, char *names, size_t cap, size_t *len_p);
+ * name ended by a NUL, *len_p bytes in all (0 when they do not fit cap); *left_out_p: how many
+ * names the list had no room for. */
+void recap__fw_seen(uint64_t *created_p, char *names, size_t cap, size_t *len_p,
+                    uint64_t *left_out_p);
 /* Destroying a framework generator: off the registry first (waits for scopes reading it), then,
  * after its state objects went back, the rest. */
 void recap__fw_unlink(recap_generator_h gen);

@@ -195,14 +195,15 @@ static void json_settings_flagged(char *const *settings)
 
     fputs(",\"settings_flagged\":{", stdout);
     for (i = 0; settings != NULL && settings[i] != NULL; i++) {
-        const char *eq = strchr(settings[i], '=');
-        char name[256];
+        char *name = strndup(settings[i], strcspn(settings[i], "=")); /* whole, any length */
 
-        if (recap__setting_check(settings[i], why, sizeof(why)) == RECAP__SETTING_OK)
+        if (recap__setting_check(settings[i], why, sizeof(why)) == RECAP__SETTING_OK) {
+            free(name);
             continue;
-        snprintf(name, sizeof(name), "%.*s", (int)(eq - settings[i]), settings[i]);
+        }
         printf("%s", n++ ? "," : "");
-        json_string(name);
+        json_string(name != NULL ? name : "?");
+        free(name);
         putchar(':');
         json_string(why);
     }
@@ -216,11 +217,11 @@ static void json_settings(char *const *settings)
     fputs(",\"settings\":{", stdout);
     for (i = 0; settings != NULL && settings[i] != NULL; i++) {
         const char *eq = strchr(settings[i], '=');
-        char name[256];
+        char *name = strndup(settings[i], (size_t)(eq - settings[i])); /* whole, any length */
 
-        snprintf(name, sizeof(name), "%.*s", (int)(eq - settings[i]), settings[i]);
         printf("%s", i ? "," : "");
-        json_string(name);
+        json_string(name != NULL ? name : "?");
+        free(name);
         putchar(':');
         json_string(eq + 1);
     }
@@ -281,19 +282,21 @@ static void table_python(const probe_python_t *p, int width)
 
 static void table_settings(char *const *settings, int width)
 {
-    char text[4096] = "", why[256];
+    char *text = NULL, why[256];
     size_t i, len = 0;
+    FILE *f = open_memstream(&text, &len); /* every setting whole, however long */
 
-    for (i = 0; settings != NULL && settings[i] != NULL && len + 2 < sizeof(text); i++) {
-        len += (size_t)snprintf(text + len, sizeof(text) - len, "%s%s", i ? " " : "",
-                                settings[i]);
-        if (recap__setting_check(settings[i], why, sizeof(why)) != RECAP__SETTING_OK &&
-            len + 2 < sizeof(text))
-            len += (size_t)snprintf(text + len, sizeof(text) - len, " (%s)", why);
+    for (i = 0; f != NULL && settings != NULL && settings[i] != NULL; i++) {
+        fprintf(f, "%s%s", i ? " " : "", settings[i]);
+        if (recap__setting_check(settings[i], why, sizeof(why)) != RECAP__SETTING_OK)
+            fprintf(f, " (%s)", why);
     }
+    if (f != NULL)
+        fclose(f);
     printf("%-*s", FACT_COL, "settings");
-    tool_wrap(stdout, len > 0 ? text : "none (no RECAP_* variable is set)", FACT_COL, FACT_COL,
-              width);
+    tool_wrap(stdout, text == NULL ? "(out of memory)" : len > 0 ? text
+                      : "none (no RECAP_* variable is set)", FACT_COL, FACT_COL, width);
+    free(text);
 }
 
 void facts_table(const probe_facts_t *f, int width)

@@ -5,6 +5,7 @@
 #include <sys/ioctl.h>
 #include <unistd.h>
 
+#include "base/text.h"
 #include "tools/manual.h"
 
 #define TEXT_INDENT 4
@@ -36,9 +37,28 @@ static int wrap_before(FILE *out, int col, int len, int indent, int width)
     return col;
 }
 
+char *tool_text_dup(const char *s)
+{
+    size_t len = strlen(s), need = recap__text_escaped_len(s, len);
+    char *buf = malloc(need + 1);
+
+    if (buf != NULL)
+        recap__text_escape(buf, need + 1, s, len, NULL);
+    return buf;
+}
+
+void tool_text(FILE *out, const char *s)
+{
+    char *e = tool_text_dup(s);
+
+    fputs(e != NULL ? e : "(out of memory)", out);
+    free(e);
+}
+
 void tool_wrap(FILE *out, const char *text, int col, int indent, int width)
 {
-    const char *p = text;
+    char *escaped = tool_text_dup(text);
+    const char *p = escaped != NULL ? escaped : "(out of memory)";
     int len = (int)strcspn(p, " ");
 
     col = wrap_before(out, col, len, indent, width);
@@ -59,6 +79,7 @@ void tool_wrap(FILE *out, const char *text, int col, int indent, int width)
         }
     }
     fputc('\n', out);
+    free(escaped);
 }
 
 /* Text for roff: backslashes and hyphens escaped (a '-' would print as a hyphen, not the minus

@@ -136,11 +136,15 @@ static void manual(man_format_t format)
     man_para(&m, "recap-selfcheck(1)");
 }
 
+/* `fmt` has one %s, for `arg` (escaped: it may be any argument the tool was given). */
 static int usage_error(const char *fmt, const char *arg)
 {
+    char *e = tool_text_dup(arg);
+
     fputs("recap-probe: ", stderr);
-    fprintf(stderr, fmt, arg);
+    fprintf(stderr, fmt, e != NULL ? e : "?");
     fputs("\nTry 'recap-probe --help'.\n", stderr);
+    free(e);
     return EXIT_USAGE;
 }
 
@@ -180,14 +184,14 @@ static void print_table(const recap_probe_result_t *r, size_t n, const probe_fac
            NAME_COL, "CHECK", RESULT_COL, "RESULT", "DETAIL");
     for (i = 0; i < n; i++) {
         counts[r[i].status]++;
-        printf("%-*s%-*s", NAME_COL, r[i].name, RESULT_COL, shown[r[i].status]);
+        printf("%-*s%-*s", NAME_COL, r[i].name, RESULT_COL, shown[r[i].status]); /* recap's */
         tool_wrap(stdout, r[i].detail, NAME_COL + RESULT_COL, NAME_COL + RESULT_COL, width);
     }
     facts_table(f, width);
     printf("\n%zu passed, %zu warned, %zu failed, %zu not applicable\n", counts[RECAP_PROBE_PASS],
            counts[RECAP_PROBE_WARN], counts[RECAP_PROBE_FAIL], counts[RECAP_PROBE_NA]);
     if (strict != NULL)
-        printf("--strict: %s\n", strict);
+        printf("--strict: %s\n", strict); /* recap's check names */
 }
 
 static void print_json(const recap_probe_result_t *r, size_t n, const probe_facts_t *f,
@@ -228,7 +232,9 @@ static int run_checks(const char *only, int json, int strict)
     if (st == RECAP_ERR_NOT_FOUND)
         return usage_error("%s", recap_last_error());
     if (st != RECAP_OK) {
-        fprintf(stderr, "recap-probe: %s: %s\n", recap_strerror(st), recap_last_error());
+        fprintf(stderr, "recap-probe: %s: ", recap_strerror(st));
+        tool_text(stderr, recap_last_error());
+        fputc('\n', stderr);
         return EXIT_FAILURE;
     }
     for (i = 0; i < n; i++)
@@ -513,7 +519,7 @@ static void free_child_env(char **env)
 static int run_and_wait(char **argv, char **env)
 {
     struct sigaction ign = {.sa_handler = SIG_IGN}, old_int, old_quit;
-    int wstatus = -1;
+    int wstatus = -1, err;
     pid_t pid;
 
     sigemptyset(&ign.sa_mask);
@@ -525,8 +531,11 @@ static int run_and_wait(char **argv, char **env)
         sigaction(SIGINT, &old_int, NULL);
         sigaction(SIGQUIT, &old_quit, NULL);
         execvpe(argv[0], argv, env);
-        fprintf(stderr, "recap-probe: cannot run %s: %s\n", argv[0], strerror(errno));
-        _exit(errno == ENOENT ? 127 : 126);
+        err = errno;
+        fputs("recap-probe: cannot run ", stderr);
+        tool_text(stderr, argv[0]);
+        fprintf(stderr, ": %s\n", strerror(err));
+        _exit(err == ENOENT ? 127 : 126);
     }
     if (pid < 0)
         fprintf(stderr, "recap-probe: fork: %s\n", strerror(errno));
@@ -660,21 +669,28 @@ static void print_run_table(char **argv, const char *lib, int code, int sig, con
 {
     int i;
 
-    printf("\nrecap-probe: ");
-    for (i = 0; argv[i] != NULL; i++)
-        printf("%s%s", i ? " " : "", argv[i]);
+    printf("\nrecap-probe: "); /* the command's words, escaped: each report line stays one */
+    for (i = 0; argv[i] != NULL; i++) {
+        fputs(i ? " " : "", stdout);
+        tool_text(stdout, argv[i]);
+    }
     if (sig)
         printf(" was killed by signal %d (%s)\n", sig, strsignal(sig));
     else
         printf(" exited with status %d\n", code);
-    printf("preloaded: %s\n", lib);
+    fputs("preloaded: ", stdout);
+    tool_text(stdout, lib);
+    putchar('\n');
     if (text == NULL) {
         printf("what recap saw: no report was written (the command did not load librecap, or "
                "ended without running exit handlers: a signal, _exit)\n");
         return;
     }
     if (!parsed) {
-        printf("what recap saw: an unreadable report:\n%s\n", text);
+        /* any bytes: its lines joined, escaped, as one (\n between them) */
+        fputs("what recap saw: an unreadable report:\n", stdout);
+        tool_text(stdout, text);
+        putchar('\n');
         return;
     }
     printf("what recap saw by its exit (the command's processes together: counts summed, other "
@@ -755,8 +771,11 @@ static int run_command(char **argv, int json)
     snprintf(report, sizeof(report), "%s/recap-report-XXXXXX", tmp != NULL && *tmp ? tmp : "/tmp");
     fd = mkstemp(report);
     if (fd < 0 || r == NULL || (env = child_env(lib, report)) == NULL) {
-        fprintf(stderr, "recap-probe: cannot prepare the report file %s: %s\n", report,
-                strerror(errno));
+        int err = errno;
+
+        fputs("recap-probe: cannot prepare the report file ", stderr);
+        tool_text(stderr, report); /* TMPDIR's */
+        fprintf(stderr, ": %s\n", strerror(err));
         return EXIT_FAILURE;
     }
     close(fd);

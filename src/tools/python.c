@@ -11,6 +11,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "base/text.h"
+#include "tools/manual.h"
 #include "tools/python.h"
 
 #define DEFAULT_TIMEOUT 10
@@ -45,8 +47,9 @@ int python_timeout(void)
         return DEFAULT_TIMEOUT;
     v = strtol(s, &end, 10);
     if (*end != '\0' || v < 0 || v > 3600) {
-        fprintf(stderr, "recap-probe: RECAP_PROBE_PYTHON_TIMEOUT=%s not understood (seconds, "
-                "0-3600): using %d\n", s, DEFAULT_TIMEOUT);
+        fputs("recap-probe: RECAP_PROBE_PYTHON_TIMEOUT=", stderr);
+        tool_text(stderr, s);
+        fprintf(stderr, " not understood (seconds, 0-3600): using %d\n", DEFAULT_TIMEOUT);
         return DEFAULT_TIMEOUT;
     }
     return (int)v;
@@ -124,7 +127,16 @@ static void field(const char *text, const char *key, char *dst, size_t cap)
 
     for (p = text; p != NULL && *p != '\0'; p = strchr(p, '\n') ? strchr(p, '\n') + 1 : NULL)
         if (strncmp(p, key, klen) == 0 && p[klen] == ' ') {
-            snprintf(dst, cap, "%.*s", (int)strcspn(p + klen + 1, "\n"), p + klen + 1);
+            size_t n = strcspn(p + klen + 1, "\n"), keep = cap - sizeof(RECAP__TEXT_CUT);
+
+            if (n < cap) {
+                snprintf(dst, cap, "%.*s", (int)n, p + klen + 1);
+                return;
+            }
+            /* too long for the field: cut where a character starts, and say so */
+            while (keep > 0 && ((unsigned char)p[klen + 1 + keep] & 0xC0) == 0x80)
+                keep--;
+            snprintf(dst, cap, "%.*s%s", (int)keep, p + klen + 1, RECAP__TEXT_CUT);
             return;
         }
 }

@@ -34,7 +34,9 @@ static int check_device(int d, const uint32_t *host_words, uint64_t seed)
     if (st == RECAP_OK && back != NULL)
         st = recap_memcpy_to_host(d, back, dev_words, WORDS * sizeof(uint32_t));
     if (st != RECAP_OK || back == NULL) {
-        printf("  device %d fill: FAILED: %s: %s\n", d, recap_strerror(st), recap_last_error());
+        printf("  device %d fill: FAILED: %s: ", d, recap_strerror(st));
+        tool_text(stdout, recap_last_error());
+        putchar('\n');
     } else {
         ok = memcmp(back, host_words, WORDS * sizeof(uint32_t)) == 0;
         printf("  device %d fill: %u words, %s the host fill\n", d, WORDS,
@@ -80,7 +82,9 @@ static void manual(man_format_t format)
 
 static int usage_error(const char *what, const char *arg)
 {
-    fprintf(stderr, "recap-selfcheck: %s '%s'\nTry 'recap-selfcheck --help'.\n", what, arg);
+    fprintf(stderr, "recap-selfcheck: %s '", what);
+    tool_text(stderr, arg); /* any argument it was given: escaped, one line */
+    fputs("'\nTry 'recap-selfcheck --help'.\n", stderr);
     return EXIT_USAGE;
 }
 
@@ -121,7 +125,9 @@ static int selfcheck(void)
     if (words == NULL || recap_generator_create(RECAP_DEVICE_HOST, &host) != RECAP_OK ||
         recap_generator_manual_seed(host, seed) != RECAP_OK ||
         recap_generator_fill_u32(host, NULL, words, WORDS) != RECAP_OK) {
-        printf("host fill: FAILED: %s\n", recap_last_error());
+        fputs("host fill: FAILED: ", stdout);
+        tool_text(stdout, recap_last_error());
+        putchar('\n');
         return 1;
     }
     printf("host fill: %u words, seed %llu: %08x %08x %08x %08x ...\n", WORDS,
@@ -129,7 +135,9 @@ static int selfcheck(void)
 
     st = recap_driver_version(&version);
     if (st != RECAP_OK) {
-        printf("CUDA driver: not available (%s); device checks skipped\n", recap_last_error());
+        fputs("CUDA driver: not available (", stdout);
+        tool_text(stdout, recap_last_error());
+        fputs("); device checks skipped\n", stdout);
         goto out;
     }
     recap_device_count(&count);
@@ -141,8 +149,9 @@ static int selfcheck(void)
         size_t mem = 0;
 
         recap_device_info(d, name, sizeof(name), &major, &minor, &mem);
-        printf("  device %d: %s, sm_%d%d, %.1f GiB\n", d, name, major, minor,
-               (double)mem / (1u << 30));
+        printf("  device %d: ", d);
+        tool_text(stdout, name); /* the driver's bytes */
+        printf(", sm_%d%d, %.1f GiB\n", major, minor, (double)mem / (1u << 30));
         failures += !check_device(d, words, seed);
     }
 out:

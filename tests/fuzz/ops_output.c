@@ -5,6 +5,9 @@
  * its own, which also checks that valid UTF-8 comes back unchanged); RECAP_LOG_FILE and
  * RECAP_REPORT sinks of any kind (a FIFO read or not, a device, a directory, a regular file,
  * /dev/null) open at once or are refused, never waited on (libFuzzer's -timeout catches a wait).
+ * Text for people (src/base/text.h) and the log lines made of it: whatever bytes a message, name
+ * or value holds, one line with recap's prefix, valid UTF-8, no control character; a cut one
+ * marked.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -12,7 +15,9 @@
 #include <unistd.h>
 
 #include "base/json.h"
+#include "base/log.h"
 #include "base/sink.h"
+#include "base/text.h"
 #include "tests/fuzz/fuzz.h"
 #include "tests/value_framework.h"
 
@@ -96,6 +101,78 @@ static void json_of(input_t *in)
         REQUIRE(len == n && memcmp(back, raw, n) == 0);
 }
 
+/* The rule of a line a person reads (src/base/text.h): valid UTF-8 (utf8_len), no C0, DEL, C1,
+ * U+2028 or U+2029. */
+static void check_text(const char *t, size_t n)
+{
+    const unsigned char *u = (const unsigned char *)t;
+    size_t i = 0, len;
+
+    while (i < n) {
+        REQUIRE((len = utf8_len(u + i, n - i)) > 0);
+        REQUIRE(!(len == 1 && (u[i] < 0x20 || u[i] == 0x7f)));
+        REQUIRE(!(len == 2 && u[i] == 0xC2 && u[i + 1] < 0xA0));
+        REQUIRE(!(len == 3 && u[i] == 0xE2 && u[i + 1] == 0x80 &&
+                  (u[i + 2] == 0xA8 || u[i + 2] == 0xA9)));
+        i += len;
+    }
+}
+
+/* Any bytes, escaped into any room: the rule holds, escapes are never split, and with room
+ * enough nothing is left out. */
+static void text_of(input_t *in)
+{
+    char raw[256], out[256 * 4 + 1];
+    size_t n = u8(in), cap = (size_t)u8(in) * 4 + 1, i, len, used, whole;
+
+    for (i = 0; i < n; i++)
+        raw[i] = (char)u8(in);
+    len = recap__text_escape(out, cap, raw, n, &used);
+    REQUIRE(len < cap && strlen(out) == len && used <= n);
+    check_text(out, len);
+    whole = recap__text_escaped_len(raw, n);
+    REQUIRE(used == n ? len == whole : len < whole);
+    if (cap > whole)
+        REQUIRE(used == n);
+}
+
+/* A log line holding a hostile value (as a setting's warning does) and a host's hostile
+ * message, read back from stderr: one line each, recap's prefix, the rule after it. */
+static void log_line(input_t *in)
+{
+    char value[512], msg[2048], back[4096];
+    size_t n = u8(in) * 2, m = (size_t)u8(in) * 8, i, got = 0;
+    int pipes[2], saved, lines = 0;
+    ssize_t k;
+
+    for (i = 0; i < n; i++)
+        value[i] = (char)u8(in);
+    value[n] = '\0';
+    for (i = 0; i < m; i++)
+        msg[i] = (char)(u8(in) | 1); /* no NUL: the whole message goes in */
+    msg[m] = '\0';
+    fflush(stderr);
+    REQUIRE(pipe(pipes) == 0 && (saved = dup(2)) >= 0 && dup2(pipes[1], 2) == 2);
+    recap__log_stderr(RECAP_LOG_WARN, "RECAP_FUZZ=%s not understood", value);
+    recap__log_stderr(RECAP_LOG_WARN, "%s", msg);
+    REQUIRE(dup2(saved, 2) == 2);
+    close(saved);
+    close(pipes[1]);
+    while ((k = read(pipes[0], back + got, sizeof(back) - 1 - got)) > 0)
+        got += (size_t)k;
+    close(pipes[0]);
+    back[got] = '\0';
+    for (i = 0; i < got; i++) {
+        const char *eol = memchr(back + i, '\n', got - i), *p = strstr(back + i, " recap WARN ");
+
+        REQUIRE(eol != NULL && p != NULL && p < eol); /* whole lines, each with the prefix */
+        check_text(back + i, (size_t)(eol - (back + i)));
+        lines++;
+        i = (size_t)(eol - back);
+    }
+    REQUIRE(lines == 2);
+}
+
 /* A framework generator named by any bytes: the report lists the name, escaped (json_of). */
 static void named_framework(input_t *in)
 {
@@ -161,12 +238,18 @@ static void sink(input_t *in)
 
 void op_output(input_t *in)
 {
-    switch (u8(in) % 3) {
+    switch (u8(in) % 5) {
     case 0:
         json_of(in);
         break;
     case 1:
         named_framework(in);
+        break;
+    case 2:
+        text_of(in);
+        break;
+    case 3:
+        log_line(in);
         break;
     default:
         sink(in);
