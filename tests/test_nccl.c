@@ -14,10 +14,13 @@
 #include "config.h"
 
 #include <dlfcn.h>
+#include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "test_region_util.h"
 
@@ -27,6 +30,74 @@ static int (*fake_group_create)(int, const int *, void **);
 static void (*fake_comm_destroy)(void *);
 static void (*fake_fail_next)(int, int);
 static void (*fake_in_progress_next)(int);
+/* RECAP_NCCL_LIB names any path: one longer than a fixed buffer must load as named, not cut to
+ * the name of another file. A link to the fake NCCL at the end of random nested folders (whole
+ * path 300 to 3,000 bytes). */
+START_TEST(a_long_nccl_path_is_loaded_whole)
+{
+    char path[4096 + 16], dir[4096];
+    size_t want, len, base;
+    int v;
+
+    tu_rand_init();
+    want = 300 + (size_t)tu_rand_below(2700);
+    len = (size_t)snprintf(dir, sizeof(dir), "/tmp/recap-nccl-%ld", (long)getpid());
+    ck_assert_int_eq(mkdir(dir, 0700), 0);
+    base = len;
+    while (len + 40 < want) {
+        size_t n = 1 + (size_t)tu_rand_below(200);
+
+        if (len + 1 + n + 20 > want)
+            n = want - len - 20;
+        dir[len++] = '/';
+        memset(dir + len, 'a' + (int)tu_rand_below(26), n);
+        len += n;
+        dir[len] = '\0';
+        ck_assert_msg(mkdir(dir, 0700) == 0, "mkdir (%zu bytes): %s", len, strerror(errno));
+    }
+    snprintf(path, sizeof(path), "%s/libnccl.so.2", dir);
+    ck_assert_int_eq(symlink(RECAP_FAKE_NCCL, path), 0);
+    setenv("RECAP_NCCL_LIB", path, 1);
+    ck_assert_status(recap_nccl_version(&v), RECAP_OK);
+    ck_assert_int_gt(v, 0);
+    ck_assert_uint_gt(strlen(path), 300);
+    unlink(path);
+    while (rmdir(dir) == 0 && strlen(dir) > base)
+        *strrchr(dir, '/') = '\0';
+}
+END_TEST
+
+/* A missing library named by a long path: the message names it whole, or says it was cut. */
+START_TEST(a_long_missing_nccl_path_is_named_whole_or_marked)
+{
+    char path[4096];
+    size_t n, i;
+    const char *msg, *at;
+    int v;
+
+    tu_rand_init();
+    n = 300 + (size_t)tu_rand_below(3000);
+    memcpy(path, "/nonexistent/", 13);
+    for (i = 13; i < n; i++)
+        path[i] = (char)('a' + (int)tu_rand_below(26));
+    path[n] = '\0';
+    setenv("RECAP_NCCL_LIB", path, 1);
+    ck_assert_status(recap_nccl_version(&v), RECAP_ERR_UNSUPPORTED);
+    msg = recap_last_error();
+    at = strstr(msg, "/nonexistent/");
+    ck_assert_ptr_nonnull(at);
+    if (strstr(msg, path) == NULL) {
+        /* cut: what is there is the path's beginning, and the message ends in the mark */
+        ck_assert_msg(strlen(msg) >= strlen("(cut)") &&
+                          strcmp(msg + strlen(msg) - strlen("(cut)"), "(cut)") == 0,
+                      "a cut message without its mark: %s", msg);
+        for (i = 0; at[i] != '\0' && at[i] == path[i]; i++)
+            ;
+        ck_assert_uint_gt(i, 200);
+    }
+}
+END_TEST
+
 static unsigned long (*fake_allgathers)(void);
 
 /* Points recap at the fake NCCL and finds its test exports (each test runs in its own process:
@@ -688,6 +759,8 @@ int main(void)
 
     tcase_set_timeout(tc, 60);
     tcase_add_test(tc, missing_nccl_is_unsupported_and_named);
+    tcase_add_test(tc, a_long_nccl_path_is_loaded_whole);
+    tcase_add_test(tc, a_long_missing_nccl_path_is_named_whole_or_marked);
     tcase_add_test(tc, bad_arguments_are_refused);
     tcase_add_loop_test(tc, slices_pad_and_gather_back_exactly, 0, 3);
     tcase_add_test(tc, foreign_and_misplaced_buffers_are_refused);

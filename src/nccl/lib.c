@@ -9,6 +9,7 @@
 
 #include <dlfcn.h>
 #include <pthread.h>
+#include <stdarg.h>
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -25,8 +26,21 @@
 static recap__nccl_lib_t lib;
 static pthread_once_t lib_once = PTHREAD_ONCE_INIT;
 static recap_status_t lib_status = RECAP_ERR_UNSUPPORTED;
-static char lib_why[384];
-static char lib_path[256];
+/* Sized to what they hold: RECAP_NCCL_LIB names any path, and a cut one would name another
+ * file. Set once, under lib_once; kept for the process (the library stays loaded too). */
+static char *lib_why;
+static const char *lib_path = NCCL_SONAME;
+
+static void why(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void why(const char *fmt, ...)
+{
+    va_list ap;
+
+    va_start(ap, fmt);
+    if (vasprintf(&lib_why, fmt, ap) < 0)
+        lib_why = NULL;
+    va_end(ap);
+}
 
 static const struct {
     size_t offset;
@@ -49,15 +63,19 @@ static void *open_nccl(void)
     void *h;
 
     if (over != NULL && *over != '\0') {
-        snprintf(lib_path, sizeof(lib_path), "%s", over);
-        h = dlopen(over, RTLD_NOW | RTLD_LOCAL);
+        char *path = strdup(over);
+
+        if (path == NULL) {
+            why("out of memory for the name of RECAP_NCCL_LIB");
+            return NULL;
+        }
+        lib_path = path;
+        h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
         if (h == NULL)
-            snprintf(lib_why, sizeof(lib_why),
-                     "cannot load %s (RECAP_NCCL_LIB, in place of " NCCL_SONAME "): %s", over,
-                     dlerror());
+            why("cannot load %s (RECAP_NCCL_LIB, in place of " NCCL_SONAME "): %s", path,
+                dlerror());
         return h;
     }
-    snprintf(lib_path, sizeof(lib_path), "%s", NCCL_SONAME);
     h = dlopen(NCCL_SONAME, RTLD_NOW | RTLD_NOLOAD);
     if (h != NULL) {
         recap__log(RECAP_LOG_INFO, "using the process's %s", NCCL_SONAME);
@@ -65,9 +83,8 @@ static void *open_nccl(void)
     }
     h = dlopen(NCCL_SONAME, RTLD_NOW | RTLD_LOCAL);
     if (h == NULL)
-        snprintf(lib_why, sizeof(lib_why),
-                 "cannot load " NCCL_SONAME " (NCCL, needed to distribute checkpoint inputs): %s",
-                 dlerror());
+        why("cannot load " NCCL_SONAME " (NCCL, needed to distribute checkpoint inputs): %s",
+            dlerror());
     return h;
 }
 
@@ -84,8 +101,8 @@ static void lib_load(void)
         void *sym = recap__dlsym(h, lib_syms[i].name);
 
         if (sym == NULL && !lib_syms[i].optional) {
-            snprintf(lib_why, sizeof(lib_why), "%s lacks %s (not an NCCL 2 library like "
-                     NCCL_SONAME "?)", lib_path, lib_syms[i].name);
+            why("%s lacks %s (not an NCCL 2 library like " NCCL_SONAME "?)", lib_path,
+                lib_syms[i].name);
             return; /* left open: a library the engine may use is never unloaded */
         }
         memcpy((char *)&lib + lib_syms[i].offset, &sym, sizeof(sym));
@@ -101,7 +118,9 @@ recap_status_t recap__nccl_lib_get(const recap__nccl_lib_t **lib_p)
 {
     pthread_once(&lib_once, lib_load);
     if (lib_status != RECAP_OK)
-        return recap__fail(lib_status, "%s", lib_why);
+        return recap__fail(lib_status, "%s",
+                           lib_why != NULL ? lib_why : "NCCL could not be loaded (no memory "
+                                                       "to say why)");
     *lib_p = &lib;
     return RECAP_OK;
 }
