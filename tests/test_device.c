@@ -321,6 +321,21 @@ START_TEST(missing_driver_gives_no_driver_status)
 }
 END_TEST
 
+/* RECAP_CUDA_DRIVER names any path: a missing one of 300 to 3,000 bytes is named whole in the
+ * error, or its beginning with the cut mark. */
+START_TEST(a_long_missing_driver_path_is_named_whole_or_marked)
+{
+    char path[4096];
+    int n;
+
+    tu_rand_init();
+    tu_rand_path(path, sizeof(path), "/nonexistent/", 300 + (size_t)tu_rand_below(3000));
+    setenv("RECAP_CUDA_DRIVER", path, 1);
+    ck_assert_status(recap_device_count(&n), RECAP_ERR_NO_DRIVER);
+    tu_assert_named_whole_or_marked(recap_last_error(), path, 200);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("device");
@@ -341,6 +356,7 @@ int main(void)
     suite_add_tcase(s, tc);
     /* Each Check test runs in a forked child, so the driver is loaded afresh there. */
     tcase_add_test(nodrv, missing_driver_gives_no_driver_status);
+    tcase_add_test(nodrv, a_long_missing_driver_path_is_named_whole_or_marked);
     suite_add_tcase(s, nodrv);
     return tu_run(s);
 }

@@ -3,6 +3,7 @@
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/wait.h>
 #include <time.h>
 
@@ -113,4 +114,33 @@ void tu_fork_draw(recap_tracker_h t, const char *name, uint32_t *w, size_t n)
     ck_assert_ok(recap_tracker_fork(t, name, &tok));
     ck_assert_ok(recap_generator_fill_u32(g, NULL, w, n));
     ck_assert_ok(recap_tracker_unfork(t, tok));
+}
+
+void tu_rand_path(char *buf, size_t cap, const char *prefix, size_t n)
+{
+    size_t i = strlen(prefix);
+
+    ck_assert_uint_lt(n, cap);
+    ck_assert_uint_le(i, n);
+    memcpy(buf, prefix, i);
+    for (; i < n; i++)
+        buf[i] = (char)('a' + (int)tu_rand_below(26));
+    buf[n] = '\0';
+}
+
+void tu_assert_named_whole_or_marked(const char *msg, const char *name, size_t min)
+{
+    static const char mark[] = "(cut)";
+    const char *at;
+    size_t i, len = strlen(msg);
+
+    if (strstr(msg, name) != NULL)
+        return;
+    ck_assert_msg(len >= sizeof(mark) - 1 && strcmp(msg + len - (sizeof(mark) - 1), mark) == 0,
+                  "a name cut without the mark: %s", msg);
+    at = strstr(msg, "/nonexistent");
+    ck_assert_msg(at != NULL, "the name is not in the text: %s", msg);
+    for (i = 0; at[i] != '\0' && at[i] == name[i]; i++)
+        ;
+    ck_assert_msg(i >= min, "only %zu bytes of the name before the mark: %s", i, msg);
 }

@@ -18,6 +18,13 @@ uint64_t tu_rand_below(uint64_t n);
 /* A random generator offset (multiple of 4), sometimes small, sometimes near 2^63. */
 uint64_t tu_rand_offset(void);
 
+/* prefix followed by random letters, n bytes in all (n < cap), for a path no file has. */
+void tu_rand_path(char *buf, size_t cap, const char *prefix, size_t n);
+
+/* An error text that holds a name recap echoes: the name whole, or its first min bytes and more
+ * with the text ending in the cut mark (never cut without a sign). */
+void tu_assert_named_whole_or_marked(const char *msg, const char *name, size_t min);
+
 /* Asserts a status and prints recap_last_error() when it differs. */
 #define ck_assert_status(expr, want)                                                       \
     do {                                                                                   \

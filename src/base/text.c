@@ -1,6 +1,10 @@
 /* SPDX-License-Identifier: Apache-2.0 */
+#define _GNU_SOURCE /* vasprintf */
 #include "config.h"
 
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "base/json.h"
@@ -65,4 +69,16 @@ size_t recap__text_escape(char *dst, size_t cap, const char *s, size_t len, size
 size_t recap__text_escaped_len(const char *s, size_t len)
 {
     return recap__text_escape(NULL, 0, s, len, NULL);
+}
+
+char *recap__text_printf(const char *fmt, ...)
+{
+    va_list ap;
+    char *out;
+    int n;
+
+    va_start(ap, fmt);
+    n = vasprintf(&out, fmt, ap);
+    va_end(ap);
+    return n < 0 ? NULL : out;
 }

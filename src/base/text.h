@@ -24,4 +24,8 @@ size_t recap__text_escape(char *dst, size_t cap, const char *s, size_t len, size
 /* The escaped length of s[0 .. len), so a caller can size dst to fit. */
 size_t recap__text_escaped_len(const char *s, size_t len);
 
+/* printf into memory of its own size (free() it), for a message that holds a name or path of any
+ * length; NULL when memory is short. */
+char *recap__text_printf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
 #endif

@@ -4,6 +4,8 @@
 #include <dlfcn.h>
 #include <pthread.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "base/error.h"
 #include "base/log.h"
@@ -163,10 +165,9 @@ recap_status_t recap_graph_instantiate(recap_graph_t graph, recap_graph_exec_t *
     st = recap_graph_instantiated(graph, e);
     if (st != RECAP_OK) {
         const recap__device_t *dev;
-        char why[256];
+        char *why = strdup(recap_last_error()); /* whole: the calls below set their own */
         int pushed = 0;
 
-        snprintf(why, sizeof(why), "%s", recap_last_error());
         recap__graph_forget(e, 1); /* a refused exec may hold a record and a plan */
         if (recap__device_get(graph_call_device(drv, graph), &dev) == RECAP_OK &&
             recap__ctx_enter(dev, &pushed) == RECAP_OK) {
@@ -174,9 +175,13 @@ recap_status_t recap_graph_instantiate(recap_graph_t graph, recap_graph_exec_t *
             recap__ctx_leave(pushed);
         }
         if (st == RECAP_ERR_UNSUPPORTED) /* a composition recap cannot make exact */
-            return recap__fail(st, "%s; the exec is destroyed", why);
-        return recap__fail(st, "graph instantiated, but recap could not record its RNG "
-                           "bookkeeping (%s); the exec is destroyed", why);
+            (void)recap__fail(st, "%s; the exec is destroyed", why != NULL ? why : "refused");
+        else
+            (void)recap__fail(st, "graph instantiated, but recap could not record its RNG "
+                              "bookkeeping (%s); the exec is destroyed",
+                              why != NULL ? why : "no memory to say");
+        free(why);
+        return st;
     }
     *exec_p = e;
     return RECAP_OK;

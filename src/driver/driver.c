@@ -9,13 +9,14 @@
 #include "base/dl.h"
 #include "base/error.h"
 #include "base/log.h"
+#include "base/text.h"
 #include "driver/driver.h"
 
 static recap__driver_t driver;
 static void *driver_lib;
 static pthread_once_t driver_once = PTHREAD_ONCE_INIT;
 static recap_status_t driver_status = RECAP_ERR_NO_DRIVER;
-static char driver_why[256];
+static char *driver_why; /* sized to fit: RECAP_CUDA_DRIVER names any path */
 
 /* The table driver_load resolves, made from the one list (driver/entry_points.h). */
 enum { DRV_REQUIRED, DRV_GRAPHS, DRV_EXTRA };
@@ -41,7 +42,7 @@ static void driver_load(void)
     lib = dlopen(path, RTLD_NOW | RTLD_LOCAL);
     driver_lib = lib;
     if (lib == NULL) {
-        snprintf(driver_why, sizeof(driver_why), "cannot load %s: %s", path, dlerror());
+        driver_why = recap__text_printf("cannot load %s: %s", path, dlerror());
         return;
     }
     for (i = 0; i < sizeof(driver_syms) / sizeof(driver_syms[0]); i++) {
@@ -49,7 +50,7 @@ static void driver_load(void)
         if (*driver_syms[i].slot == NULL && driver_syms[i].kind != DRV_REQUIRED)
             continue;
         if (*driver_syms[i].slot == NULL) {
-            snprintf(driver_why, sizeof(driver_why), "%s lacks %s", path, driver_syms[i].name);
+            driver_why = recap__text_printf("%s lacks %s", path, driver_syms[i].name);
             return; /* the handle stays open: unloading a driver is never worth the risk */
         }
     }
@@ -61,7 +62,7 @@ static void driver_load(void)
     if (rc != CUDA_SUCCESS) {
         const char *name = "?";
         driver.cuGetErrorName(rc, &name);
-        snprintf(driver_why, sizeof(driver_why), "cuInit failed: %s", name);
+        driver_why = recap__text_printf("cuInit failed: %s", name);
         return;
     }
     driver_status = RECAP_OK;
@@ -78,7 +79,9 @@ recap_status_t recap__driver_get(const recap__driver_t **drv_p)
 {
     pthread_once(&driver_once, driver_load);
     if (driver_status != RECAP_OK)
-        return recap__fail(driver_status, "%s", driver_why);
+        return recap__fail(driver_status, "%s",
+                           driver_why != NULL ? driver_why : "the CUDA driver could not be "
+                                                             "loaded (no memory to say why)");
     *drv_p = &driver;
     return RECAP_OK;
 }

@@ -9,7 +9,6 @@
 
 #include <dlfcn.h>
 #include <pthread.h>
-#include <stdarg.h>
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,6 +17,7 @@
 #include "base/dl.h"
 #include "base/error.h"
 #include "base/log.h"
+#include "base/text.h"
 #include "driver/driver.h"
 #include "nccl/nccl.h"
 
@@ -31,16 +31,7 @@ static recap_status_t lib_status = RECAP_ERR_UNSUPPORTED;
 static char *lib_why;
 static const char *lib_path = NCCL_SONAME;
 
-static void why(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static void why(const char *fmt, ...)
-{
-    va_list ap;
-
-    va_start(ap, fmt);
-    if (vasprintf(&lib_why, fmt, ap) < 0)
-        lib_why = NULL;
-    va_end(ap);
-}
+#define why(...) (lib_why = recap__text_printf(__VA_ARGS__))
 
 static const struct {
     size_t offset;
