@@ -4,6 +4,7 @@
 #include "config.h"
 
 #include <stdlib.h>
+#include <string.h>
 
 #include "base/alloc.h"
 #include "base/error.h"
@@ -27,6 +28,7 @@ void recap__map_free(recap__map_t *m)
     }
     free(m->slots);
     free(m->writes);
+    recap__index_free(&m->names);
     m->slots = NULL;
     m->writes = NULL;
     m->n = m->cap = 0;
@@ -54,24 +56,31 @@ recap_status_t recap__map_prepare(recap_tracker_h t, const recap__entry_t *e, si
     m->n = 0;
     m->cap = n;
     m->slots = NULL;
+    memset(&m->names, 0, sizeof(m->names));
     m->writes = recap__alloc_n(recap__count_add(n, 2), sizeof(*m->writes));
     if (m->writes == NULL)
         return recap__fail(RECAP_ERR_NO_MEMORY, "tracker states");
     if (n == 0)
         return RECAP_OK;
     m->slots = recap__alloc_n(n, sizeof(*m->slots));
-    if (m->slots == NULL) {
+    if (m->slots == NULL || recap__index_reserve(&m->names, n) != RECAP_OK) {
         recap__map_free(m);
         return recap__fail(RECAP_ERR_NO_MEMORY, "tracker states");
     }
     for (i = 0; i < n; i++) {
         recap__slot_t *s = malloc(sizeof(*s));
+        uint32_t hash;
+
         if (s == NULL)
             break;
         s->e = e[i];
         s->obj = NULL;
         s->spare = 0;
         m->slots[m->n++] = s;
+        /* A name given twice keeps finding its first slot, as a scan found it. */
+        hash = recap__name_hash(s->e.name, s->e.len);
+        if (recap__index_find_name(&m->names, m->slots, s->e.name, s->e.len, hash) < 0)
+            recap__index_put(&m->names, hash, i);
         if (graph_safe && !has_name(t, s->e.name)) {
             st = recap__generator_new_state(t->gen, e[i].seed, e[i].offset, &s->obj);
             if (st != RECAP_OK)
@@ -160,6 +169,7 @@ recap_status_t recap__map_commit(recap_tracker_h t, recap__map_t *m,
 {
     recap__slot_t **slots = t->slots;
     size_t n = t->nslots, cap = t->slots_cap;
+    recap__index_t names = t->names;
     recap_status_t st = recap__map_complete(t, m);
 
     if (st == RECAP_OK)
@@ -171,11 +181,13 @@ recap_status_t recap__map_commit(recap_tracker_h t, recap__map_t *m,
     t->slots = m->slots;
     t->nslots = m->n;
     t->slots_cap = m->cap;
+    t->names = m->names;
     t->hint = 0;
     t->layout = recap__layout_next();
     m->slots = slots;
     m->n = n;
     m->cap = cap;
+    m->names = names;
     return RECAP_OK;
 }
 
