@@ -186,7 +186,8 @@ const char *recap__snapshot_fork_of(recap_tracker_h tracker, recap_snapshot_h sn
 struct recap_states {
     uint32_t magic; /* RECAP_MAGIC_STATES while live */
     recap__entry_t *e;
-    size_t n;
+    size_t n, cap;
+    recap__index_t index; /* built at the first lookup or put past a few states (states.c) */
 };
 
 /* A value to write into a state object (obj) or else a generator (gen), and the value it held
