@@ -63,24 +63,18 @@ recap_status_t recap__map_prepare(recap_tracker_h t, const recap__entry_t *e, si
     if (n == 0)
         return RECAP_OK;
     m->slots = recap__alloc_n(n, sizeof(*m->slots));
-    if (m->slots == NULL || recap__index_reserve(&m->names, n) != RECAP_OK) {
+    if (m->slots == NULL) {
         recap__map_free(m);
         return recap__fail(RECAP_ERR_NO_MEMORY, "tracker states");
     }
     for (i = 0; i < n; i++) {
         recap__slot_t *s = malloc(sizeof(*s));
-        uint32_t hash;
-
         if (s == NULL)
             break;
         s->e = e[i];
         s->obj = NULL;
         s->spare = 0;
         m->slots[m->n++] = s;
-        /* A name given twice keeps finding its first slot, as a scan found it. */
-        hash = recap__name_hash(s->e.name, s->e.len);
-        if (recap__index_find_name(&m->names, m->slots, s->e.name, s->e.len, hash) < 0)
-            recap__index_put(&m->names, hash, i);
         if (graph_safe && !has_name(t, s->e.name)) {
             st = recap__generator_new_state(t->gen, e[i].seed, e[i].offset, &s->obj);
             if (st != RECAP_OK)
@@ -90,6 +84,24 @@ recap_status_t recap__map_prepare(recap_tracker_h t, const recap__entry_t *e, si
     if (i < n) {
         recap__map_free(m);
         return st != RECAP_OK ? st : recap__fail(RECAP_ERR_NO_MEMORY, "tracker states");
+    }
+    return RECAP_OK;
+}
+
+/* The index a replacement installs with its slots (an add's one slot needs none: the add puts it
+ * in the tracker's index). A name given twice keeps finding its first slot, as a scan found it. */
+static recap_status_t index_names(recap__map_t *m)
+{
+    size_t i;
+
+    if (recap__index_reserve(&m->names, m->n) != RECAP_OK)
+        return recap__fail(RECAP_ERR_NO_MEMORY, "tracker states");
+    for (i = 0; i < m->n; i++) {
+        const recap__entry_t *e = &m->slots[i]->e;
+        uint32_t hash = recap__name_hash(e->name, e->len);
+
+        if (recap__index_find_name(&m->names, m->slots, e->name, e->len, hash) < 0)
+            recap__index_put(&m->names, hash, i);
     }
     return RECAP_OK;
 }
@@ -201,6 +213,11 @@ recap_status_t recap__tracker_replace(recap_tracker_h t, const recap__entry_t *e
 
     if (st != RECAP_OK)
         return st;
+    st = index_names(&m);
+    if (st != RECAP_OK) {
+        recap__map_free(&m);
+        return st;
+    }
     recap__tracker_lock(t);
     depth = t->depth;
     if (depth == 0)

@@ -216,7 +216,7 @@ typedef struct recap__gen_values {
 typedef struct recap__map {
     recap__slot_t **slots;
     size_t n, cap;
-    recap__index_t names; /* becomes the tracker's with the slots */
+    recap__index_t names; /* becomes the tracker's with the slots (a replacement builds it) */
     recap__write_t *writes;
 } recap__map_t;
 
