@@ -35,8 +35,9 @@ static int entry_is(const recap__entry_t *e, const char *name, size_t len)
     return e->len == len && memcmp(e->name, name, len) == 0;
 }
 
-/* Builds the index of a states object grown past a few states; 0 when memory ran out (the
- * caller scans instead). */
+/* Builds the index of a states object grown past a few states, or catches it up with the puts
+ * since; 0 when memory ran out (the caller scans instead). A lookup writing it is fine: a states
+ * object is used from one thread at a time (recap.h). */
 static int states_index(recap_states_h s)
 {
     size_t i;
