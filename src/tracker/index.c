@@ -73,13 +73,14 @@ recap_status_t recap__index_reserve(recap__index_t *x, size_t n)
     size_t cap = x->cap ? x->cap : MIN_CELLS, i;
     uint64_t *cells;
 
+    /* At most half full: a lookup then reads 1.5 cells on average for a name present, 2.5 for
+     * one absent (linear probing). An empty index stays unallocated (a reset's). */
+    if (n <= x->cap / 2)
+        return RECAP_OK;
     if (n > MAX_ENTRIES)
         return recap__fail(RECAP_ERR_NO_MEMORY, "index of %zu states", n);
-    /* At most half full: a probe then looks at two cells on average. */
     while (cap < 2 * n)
         cap *= 2;
-    if (cap == x->cap)
-        return RECAP_OK;
     cells = calloc(cap, sizeof(*cells));
     if (cells == NULL)
         return recap__fail(RECAP_ERR_NO_MEMORY, "index of %zu states", n);

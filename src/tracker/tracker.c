@@ -342,7 +342,7 @@ static recap_status_t add_locked(recap_tracker_h t, recap__map_t *m)
 
     if (recap__tracker_has_seed(t, s->e.seed))
         return recap__fail(RECAP_ERR_DUPLICATE_SEED, "seed %llu is already used by this "
-                               "tracker", (unsigned long long)s->e.seed);
+                           "tracker", (unsigned long long)s->e.seed);
     if (recap__tracker_find(t, s->e.name) >= 0)
         return recap__fail(RECAP_ERR_EXISTS, "state \"%s\" already exists", s->e.name);
     st = recap__map_complete(t, m);
