@@ -371,13 +371,6 @@ static uint64_t scale_rand(void)
     return z ^ (z >> 31);
 }
 
-static int cmp_dbl(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-
-    return (x > y) - (x < y);
-}
-
 /* Median of `reps` timings of fn, ns per call of fn divided by `per`. */
 static double scale_median(void (*fn)(scale_ctx_t *), scale_ctx_t *c, int reps, double per)
 {
@@ -390,7 +383,7 @@ static double scale_median(void (*fn)(scale_ctx_t *), scale_ctx_t *c, int reps, 
         fn(c);
         t[r] = (now_ns() - t0) / per;
     }
-    qsort(t, (size_t)reps, sizeof(t[0]), cmp_dbl);
+    qsort(t, (size_t)reps, sizeof(t[0]), cmp_double);
     return t[reps / 2];
 }
 
