@@ -7,6 +7,10 @@
  * the median of REPS timed batches of BATCH operations; anchors measured in the same run put
  * the numbers in proportion to the machine (targets: fork+unfork <= 50 ns, take+restore of 8
  * states <= 200 ns).
+ *
+ * `bench_tracker scale [MAX]` instead gives how those costs grow with the number of named states
+ * (1k, 10k, ... up to MAX, default 1M): the time to add them all, a fork+unfork of a random name
+ * and a snapshot take+restore of them all, beside the 8-state figures of the same run.
  */
 #include <pthread.h>
 #include <stdio.h>
@@ -341,7 +345,160 @@ static void event_rows(bench_ctx_t *c)
            "an event %.1f ns | %.2f |\n", subs, ev, look, ev / look);
 }
 
-int main(void)
+/* The scaling curve. Names look like a large model's (one state per layer and kind), so their
+ * length and shared prefixes are what a lookup meets there. */
+#define SCALE_REPS 15
+#define SCALE_FORKS 1000
+
+typedef struct {
+    recap_tracker_h t;
+    recap_generator_h host;
+    recap_snapshot_h snap;
+    char (*names)[48];
+    size_t n;
+    size_t *picks; /* SCALE_FORKS random indices */
+} scale_ctx_t;
+
+static uint64_t scale_rng = 0x9E3779B97F4A7C15ULL;
+
+/* splitmix64: the picks are the same in every run, before and after a change. */
+static uint64_t scale_rand(void)
+{
+    uint64_t z = (scale_rng += 0x9E3779B97F4A7C15ULL);
+
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+    return z ^ (z >> 31);
+}
+
+/* Median of `reps` timings of fn, ns per call of fn divided by `per`. */
+static double scale_median(void (*fn)(scale_ctx_t *), scale_ctx_t *c, int reps, double per)
+{
+    double t[SCALE_REPS];
+    int r;
+
+    fn(c);
+    for (r = 0; r < reps; r++) {
+        double t0 = now_ns();
+        fn(c);
+        t[r] = (now_ns() - t0) / per;
+    }
+    qsort(t, (size_t)reps, sizeof(t[0]), cmp_double);
+    return t[reps / 2];
+}
+
+static void scale_forks(scale_ctx_t *c)
+{
+    recap_fork_token_t tok;
+    int i;
+
+    for (i = 0; i < SCALE_FORKS; i++) {
+        CHECK(recap_tracker_fork(c->t, c->names[c->picks[i]], &tok));
+        CHECK(recap_tracker_unfork(c->t, tok));
+    }
+}
+
+static void scale_same_fork(scale_ctx_t *c)
+{
+    recap_fork_token_t tok;
+    int i;
+
+    for (i = 0; i < SCALE_FORKS; i++) {
+        CHECK(recap_tracker_fork(c->t, c->names[1], &tok));
+        CHECK(recap_tracker_unfork(c->t, tok));
+    }
+}
+
+static void scale_snapshot(scale_ctx_t *c)
+{
+    CHECK(recap_snapshot_take(c->t, c->snap));
+    CHECK(recap_snapshot_restore(c->t, c->snap));
+}
+
+/* A value-mode tracker with n states, as bench_ctx_t's: the seconds its adds took. */
+static double scale_setup(scale_ctx_t *c, size_t n)
+{
+    recap_tracker_params_t p = {.device = RECAP_DEVICE_HOST};
+    double t0;
+    size_t i;
+
+    c->n = n;
+    c->names = malloc(n * sizeof(*c->names));
+    c->picks = malloc(SCALE_FORKS * sizeof(*c->picks));
+    if (c->names == NULL || c->picks == NULL)
+        die("scale names", RECAP_ERR_NO_MEMORY);
+    for (i = 0; i < n; i++)
+        snprintf(c->names[i], sizeof(c->names[i]), "layer-%07zu-dropout-rng", i);
+    for (i = 0; i < SCALE_FORKS; i++)
+        c->picks[i] = (size_t)(scale_rand() % n);
+    CHECK(recap_generator_create(RECAP_DEVICE_HOST, &c->host));
+    p.host_generator = c->host;
+    CHECK(recap_tracker_create(&p, &c->t));
+    CHECK(recap_snapshot_create(&c->snap));
+    t0 = now_ns();
+    for (i = 0; i < n; i++)
+        CHECK(recap_tracker_add(c->t, c->names[i], 1000 + (uint64_t)i));
+    return (now_ns() - t0) / 1e9;
+}
+
+static void scale_teardown(scale_ctx_t *c)
+{
+    CHECK(recap_snapshot_destroy(c->snap));
+    CHECK(recap_tracker_destroy(c->t));
+    CHECK(recap_generator_destroy(c->host));
+    free(c->names);
+    free(c->picks);
+}
+
+/* The 8-state rows of the main table first, the anchor of the curve measured in the same run. */
+static double anchor_rows(bench_ctx_t *b)
+{
+    double fork_ns, anchor, ratio;
+
+    CHECK(recap_generator_create(RECAP_DEVICE_HOST, &b->gen));
+    setup(b, 0);
+    ratio = median_ratio(fork_unfork, get_set_state, b, &fork_ns, &anchor);
+    printf("| fork+unfork (value mode), 8 states | %.1f | get+set pair %.1f ns | %.2f |\n",
+           fork_ns, anchor, ratio);
+    anchored_row("snapshot take+restore, 8 states (value mode)", take_restore, b);
+    teardown(b);
+    recap_generator_destroy(b->gen);
+    printf("\n");
+    return fork_ns;
+}
+
+static int scale_main(size_t max)
+{
+    scale_ctx_t c = {0};
+    bench_ctx_t b = {0};
+    double add_s, same, rnd, snap, fork8;
+    size_t n;
+
+    printf("| operation | median ns | anchor (alternated with it) | median ratio |\n"
+           "|---|---:|---|---:|\n");
+    fork8 = anchor_rows(&b);
+    printf("| named states | add all (s) | add per state (ns) | fork+unfork, same name (ns) | "
+           "fork+unfork, random name (ns) | random / 8-state fork | snapshot take+restore (us) |\n"
+           "|---:|---:|---:|---:|---:|---:|---:|\n");
+    for (n = 8; n <= max; n = n == 8 ? 1000 : n * 10) {
+        add_s = scale_setup(&c, n);
+        same = scale_median(scale_same_fork, &c, SCALE_REPS, SCALE_FORKS);
+        rnd = scale_median(scale_forks, &c, SCALE_REPS, SCALE_FORKS);
+        /* Fewer rounds where one is long, so the curve's last row takes seconds. */
+        snap = scale_median(scale_snapshot, &c, n >= 1000000 ? 5 : SCALE_REPS, 1e3);
+        printf("| %zu | %.4f | %.1f | %.1f | %.1f | %.2f | %.2f |\n", n, add_s,
+               add_s * 1e9 / (double)n, same, rnd, rnd / fork8, snap);
+        fflush(stdout);
+        scale_teardown(&c);
+    }
+    printf("\nValue mode, host generator included in snapshots; medians of %d rounds of %d "
+           "fork+unfork pairs (random names: the same %d picks per size in every run), of %d "
+           "take+restore pairs (5 at 1M); the add time is one run.\n", SCALE_REPS, SCALE_FORKS,
+           SCALE_FORKS, SCALE_REPS);
+    return 0;
+}
+
+int main(int argc, char **argv)
 {
     static const struct {
         const char *what;
@@ -357,6 +514,8 @@ int main(void)
     bench_ctx_t c = {0};
     size_t i;
 
+    if (argc > 1 && strcmp(argv[1], "scale") == 0)
+        return scale_main(argc > 2 ? (size_t)strtoull(argv[2], NULL, 10) : 1000000);
     pthread_mutex_init(&c.mutex, NULL);
     CHECK(recap_generator_create(RECAP_DEVICE_HOST, &c.gen));
     printf("| operation | median ns | anchor (alternated with it) | median ratio |\n"

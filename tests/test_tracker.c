@@ -10,6 +10,9 @@
 #include <sys/mman.h>
 #include <time.h>
 #include <unistd.h>
+#ifdef HAVE_VALGRIND_VALGRIND_H
+#include <valgrind/valgrind.h>
+#endif
 
 #include "testutil.h"
 
@@ -616,6 +619,224 @@ START_TEST(states_object_copies_counts_names_and_looks_up)
     ck_assert_status(recap_states_lookup(c, RECAP_RNG_DEFAULT, st), RECAP_ERR_NOT_FOUND);
     ck_assert_ok(recap_states_free(c));
     recap_tracker_destroy(t);
+}
+END_TEST
+
+/*
+ * Many named states against a model: a plain array of the names in insertion order and the list
+ * of used seeds, scanned linearly. Random adds (new names, names present, names removed before,
+ * seeds used before), removals (set_states of a states object built without them), forks of
+ * present and absent names, a snapshot restored after removals, and a reset; every status, the
+ * order of get_states and every found / not found must be the model's. Sizes are random (the
+ * seed is printed), smaller under valgrind, which runs this suite too (scripts/ci-sanitize).
+ */
+#define MODEL_NAME_BYTES (RECAP_NAME_MAX + 1)
+
+typedef struct {
+    char (*pool)[MODEL_NAME_BYTES]; /* every name a test may use */
+    size_t npool;
+    size_t *live; /* pool indices in insertion order */
+    uint64_t *live_seed;
+    size_t nlive;
+    uint64_t *used; /* seeds used since the last reset */
+    size_t nused;
+} model_t;
+
+/* Pool name k: its number, then a prefix of a fixed string, the length chosen by k, so lengths
+ * run from 2 to RECAP_NAME_MAX and names share long prefixes and suffixes. */
+static void model_name(char *out, size_t k)
+{
+    static const char tail[] = "layers.attention.dropout-rng.decoder.blocks.mlp.expert.0123456789"
+                               "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ.0123456789";
+    int len = snprintf(out, MODEL_NAME_BYTES, "%zu-", k);
+    size_t extra = (k * 37) % (size_t)(RECAP_NAME_MAX - len + 1);
+
+    memcpy(out + len, tail, extra);
+    out[(size_t)len + extra] = '\0';
+}
+
+static size_t model_find(const model_t *m, size_t k)
+{
+    size_t i;
+
+    for (i = 0; i < m->nlive && m->live[i] != k; i++)
+        ;
+    return i;
+}
+
+static int model_seed_used(const model_t *m, uint64_t seed)
+{
+    size_t i;
+
+    for (i = 0; i < m->nused; i++)
+        if (m->used[i] == seed)
+            return 1;
+    return 0;
+}
+
+/* get_states: the model's names in its order, each with its seed (offset 0: nothing drew). */
+static void model_check_states(recap_tracker_h t, const model_t *m)
+{
+    uint8_t st[RECAP_STATE_BYTES], want[RECAP_STATE_BYTES];
+    recap_states_h s;
+    const char *name;
+    size_t n, i;
+
+    ck_assert_ok(recap_tracker_get_states(t, &s));
+    ck_assert_ok(recap_states_count(s, &n));
+    ck_assert_uint_eq(n, m->nlive);
+    for (i = 0; i < n; i++) {
+        ck_assert_ok(recap_states_name(s, i, &name));
+        ck_assert_str_eq(name, m->pool[m->live[i]]);
+    }
+    for (i = 0; i < 64; i++) {
+        size_t k = (size_t)tu_rand_below(m->npool), at = model_find(m, k);
+
+        if (at == m->nlive) {
+            ck_assert_status(recap_states_lookup(s, m->pool[k], st), RECAP_ERR_NOT_FOUND);
+            continue;
+        }
+        ck_assert_ok(recap_states_lookup(s, m->pool[k], st));
+        encode(m->live_seed[at], 0, want);
+        ck_assert_mem_eq(st, want, sizeof(st));
+    }
+    ck_assert_ok(recap_states_free(s));
+}
+
+static void model_add(recap_tracker_h t, model_t *m)
+{
+    size_t k = (size_t)tu_rand_below(m->npool), at = model_find(m, k);
+    uint64_t seed = m->nused > 0 && tu_rand_below(5) == 0 ? m->used[tu_rand_below(m->nused)]
+                                                           : tu_rand();
+    char want[64 + MODEL_NAME_BYTES];
+
+    if (model_seed_used(m, seed)) { /* the seed is checked first */
+        ck_assert_status(recap_tracker_add(t, m->pool[k], seed), RECAP_ERR_DUPLICATE_SEED);
+        snprintf(want, sizeof(want), "seed %llu is already used", (unsigned long long)seed);
+        ck_assert_ptr_nonnull(strstr(recap_last_error(), want));
+    } else if (at < m->nlive) { /* and its seed is not recorded */
+        ck_assert_status(recap_tracker_add(t, m->pool[k], seed), RECAP_ERR_EXISTS);
+        snprintf(want, sizeof(want), "state \"%s\" already exists", m->pool[k]);
+        ck_assert_str_eq(recap_last_error(), want);
+    } else {
+        ck_assert_ok(recap_tracker_add(t, m->pool[k], seed));
+        m->live[m->nlive] = k;
+        m->live_seed[m->nlive++] = seed;
+        m->used[m->nused++] = seed;
+    }
+}
+
+static void model_fork(recap_tracker_h t, const model_t *m)
+{
+    size_t k = m->nlive > 0 && tu_rand_below(4) != 0 ? m->live[tu_rand_below(m->nlive)]
+                                                      : (size_t)tu_rand_below(m->npool);
+    size_t at = model_find(m, k);
+    uint8_t st[RECAP_STATE_BYTES], want[RECAP_STATE_BYTES];
+    recap_fork_token_t tok;
+    const char *cur;
+
+    if (at == m->nlive) {
+        ck_assert_status(recap_tracker_fork(t, m->pool[k], &tok), RECAP_ERR_NOT_FOUND);
+        return;
+    }
+    ck_assert_ok(recap_tracker_fork(t, m->pool[k], &tok));
+    ck_assert_ok(recap_tracker_current_name(t, &cur));
+    ck_assert_str_eq(cur, m->pool[k]);
+    gen_state(t, st);
+    encode(m->live_seed[at], 0, want);
+    ck_assert_mem_eq(st, want, sizeof(st));
+    ck_assert_ok(recap_tracker_unfork(t, tok));
+}
+
+/* Removes random names: set_states of a states object built without them (their seeds stay
+ * used, as set_states keeps the used seeds). */
+static void model_remove(recap_tracker_h t, model_t *m)
+{
+    uint8_t st[RECAP_STATE_BYTES];
+    size_t i, kept = 0, gone = 1 + (size_t)tu_rand_below(1 + m->nlive / 8);
+    recap_states_h s;
+
+    while (gone-- > 0 && m->nlive > 0)
+        m->live[tu_rand_below(m->nlive)] = SIZE_MAX;
+    ck_assert_ok(recap_states_create(&s));
+    for (i = 0; i < m->nlive; i++) {
+        if (m->live[i] == SIZE_MAX)
+            continue;
+        encode(m->live_seed[i], 0, st);
+        ck_assert_ok(recap_states_put(s, m->pool[m->live[i]], st));
+        /* A name put twice keeps its place. */
+        if (tu_rand_below(16) == 0)
+            ck_assert_ok(recap_states_put(s, m->pool[m->live[i]], st));
+        m->live[kept] = m->live[i];
+        m->live_seed[kept++] = m->live_seed[i];
+    }
+    m->nlive = kept;
+    ck_assert_ok(recap_tracker_set_states(t, s));
+    ck_assert_ok(recap_states_free(s));
+}
+
+START_TEST(many_states_match_a_linear_model)
+{
+    recap_tracker_h t = new_tracker(mode_flags(_i));
+    size_t n, ops, r, i, snap_nlive = 0;
+    size_t *snap_live = NULL;
+    uint64_t *snap_seed = NULL;
+    recap_snapshot_h snap;
+    model_t m = {0};
+
+    tu_rand_init();
+#ifdef HAVE_VALGRIND_VALGRIND_H
+    if (RUNNING_ON_VALGRIND)
+        n = 100 + (size_t)tu_rand_below(200);
+    else
+#endif
+        n = 300 + (size_t)tu_rand_below(2700);
+    ops = 4 * n;
+    m.npool = 2 * n;
+    ck_assert_ptr_nonnull(m.pool = malloc(m.npool * sizeof(*m.pool)));
+    ck_assert_ptr_nonnull(m.live = malloc(m.npool * sizeof(*m.live)));
+    ck_assert_ptr_nonnull(m.live_seed = malloc(m.npool * sizeof(*m.live_seed)));
+    ck_assert_ptr_nonnull(m.used = malloc(ops * sizeof(*m.used)));
+    ck_assert_ptr_nonnull(snap_live = malloc(m.npool * sizeof(*snap_live)));
+    ck_assert_ptr_nonnull(snap_seed = malloc(m.npool * sizeof(*snap_seed)));
+    for (i = 0; i < m.npool; i++)
+        model_name(m.pool[i], i);
+    ck_assert_ok(recap_snapshot_create(&snap));
+    for (r = 0; r < ops; r++) {
+        uint64_t what = tu_rand_below(100);
+
+        if (what < 45)
+            model_add(t, &m);
+        else if (what < 95)
+            model_fork(t, &m);
+        else if (what < 97)
+            model_remove(t, &m);
+        else if (what < 98 && snap_nlive == 0) { /* taken once, restored later */
+            ck_assert_ok(recap_snapshot_take(t, snap));
+            snap_nlive = m.nlive;
+            memcpy(snap_live, m.live, m.nlive * sizeof(*snap_live));
+            memcpy(snap_seed, m.live_seed, m.nlive * sizeof(*snap_seed));
+        } else if (what < 99 && snap_nlive > 0) { /* other names by now, mostly: by name */
+            ck_assert_ok(recap_snapshot_restore(t, snap));
+            m.nlive = snap_nlive;
+            memcpy(m.live, snap_live, m.nlive * sizeof(*snap_live));
+            memcpy(m.live_seed, snap_seed, m.nlive * sizeof(*snap_seed));
+        } else if (tu_rand_below(20) == 0) {
+            ck_assert_ok(recap_tracker_reset(t));
+            m.nlive = m.nused = 0;
+        }
+        if (r % (ops / 8) == 0)
+            model_check_states(t, &m);
+    }
+    model_check_states(t, &m);
+    ck_assert_ok(recap_snapshot_destroy(snap));
+    recap_tracker_destroy(t);
+    free(m.pool);
+    free(m.live);
+    free(m.live_seed);
+    free(m.used);
+    free(snap_live);
+    free(snap_seed);
 }
 END_TEST
 
@@ -1327,6 +1548,7 @@ int main(void)
     tcase_add_loop_test(tc, trackers_sharing_a_generator_cannot_interleave_forks, 0, 2);
     tcase_add_test(tc, states_object_copies_counts_names_and_looks_up);
     tcase_add_loop_test(tc, built_states_object_sets_the_tracker, 0, 2);
+    tcase_add_loop_test(tc, many_states_match_a_linear_model, 0, 2);
     tcase_add_test(tc, graph_safe_conversion_continues_the_sequence);
     tcase_add_loop_test(tc, tracker_drives_the_generator_it_is_given, 0, 2);
     tcase_add_test(tc, null_arguments_get_a_status_and_message);

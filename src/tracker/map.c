@@ -4,6 +4,7 @@
 #include "config.h"
 
 #include <stdlib.h>
+#include <string.h>
 
 #include "base/alloc.h"
 #include "base/error.h"
@@ -27,6 +28,7 @@ void recap__map_free(recap__map_t *m)
     }
     free(m->slots);
     free(m->writes);
+    recap__index_free(&m->names);
     m->slots = NULL;
     m->writes = NULL;
     m->n = m->cap = 0;
@@ -54,6 +56,7 @@ recap_status_t recap__map_prepare(recap_tracker_h t, const recap__entry_t *e, si
     m->n = 0;
     m->cap = n;
     m->slots = NULL;
+    memset(&m->names, 0, sizeof(m->names));
     m->writes = recap__alloc_n(recap__count_add(n, 2), sizeof(*m->writes));
     if (m->writes == NULL)
         return recap__fail(RECAP_ERR_NO_MEMORY, "tracker states");
@@ -81,6 +84,24 @@ recap_status_t recap__map_prepare(recap_tracker_h t, const recap__entry_t *e, si
     if (i < n) {
         recap__map_free(m);
         return st != RECAP_OK ? st : recap__fail(RECAP_ERR_NO_MEMORY, "tracker states");
+    }
+    return RECAP_OK;
+}
+
+/* The index a replacement installs with its slots (an add's one slot needs none: the add puts it
+ * in the tracker's index). A name given twice keeps finding its first slot, as a scan found it. */
+static recap_status_t index_names(recap__map_t *m)
+{
+    size_t i;
+
+    if (recap__index_reserve(&m->names, m->n) != RECAP_OK)
+        return recap__fail(RECAP_ERR_NO_MEMORY, "tracker states");
+    for (i = 0; i < m->n; i++) {
+        const recap__entry_t *e = &m->slots[i]->e;
+        uint32_t hash = recap__name_hash(e->name, e->len);
+
+        if (recap__index_find_name(&m->names, m->slots, e->name, e->len, hash) < 0)
+            recap__index_put(&m->names, hash, i);
     }
     return RECAP_OK;
 }
@@ -160,6 +181,7 @@ recap_status_t recap__map_commit(recap_tracker_h t, recap__map_t *m,
 {
     recap__slot_t **slots = t->slots;
     size_t n = t->nslots, cap = t->slots_cap;
+    recap__index_t names = t->names;
     recap_status_t st = recap__map_complete(t, m);
 
     if (st == RECAP_OK)
@@ -171,11 +193,13 @@ recap_status_t recap__map_commit(recap_tracker_h t, recap__map_t *m,
     t->slots = m->slots;
     t->nslots = m->n;
     t->slots_cap = m->cap;
+    t->names = m->names;
     t->hint = 0;
     t->layout = recap__layout_next();
     m->slots = slots;
     m->n = n;
     m->cap = cap;
+    m->names = names;
     return RECAP_OK;
 }
 
@@ -189,6 +213,11 @@ recap_status_t recap__tracker_replace(recap_tracker_h t, const recap__entry_t *e
 
     if (st != RECAP_OK)
         return st;
+    st = index_names(&m);
+    if (st != RECAP_OK) {
+        recap__map_free(&m);
+        return st;
+    }
     recap__tracker_lock(t);
     depth = t->depth;
     if (depth == 0)

@@ -87,8 +87,12 @@ static void record_seeds(recap_tracker_h t, void *arg)
     const seeded_t *s = arg;
     size_t i;
 
-    for (i = 0; i < s->n; i++)
-        t->seeds[i] = s->e[i].seed; /* seeds_cap starts at RECAP__INITIAL_CAP >= MAX_SEEDED */
+    /* seeds_cap and the seed index's room start at RECAP__INITIAL_CAP >= MAX_SEEDED. */
+    recap__index_clear(&t->seed_index);
+    for (i = 0; i < s->n; i++) {
+        t->seeds[i] = s->e[i].seed;
+        recap__index_put(&t->seed_index, recap__seed_hash(s->e[i].seed), i);
+    }
     t->nseeds = s->n;
     t->initialized = s->n > 0;
 }

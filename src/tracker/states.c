@@ -23,8 +23,52 @@ static recap_states_h states_alloc(size_t n)
         return NULL;
     }
     s->magic = RECAP_MAGIC_STATES;
-    s->n = n;
+    s->n = s->cap = n;
     return s;
+}
+
+/* Below this many states a scan is as quick as the index and allocates nothing. */
+#define STATES_SCAN_MAX 8
+
+static int entry_is(const recap__entry_t *e, const char *name, size_t len)
+{
+    return e->len == len && memcmp(e->name, name, len) == 0;
+}
+
+/* Builds the index of a states object grown past a few states, or catches it up with the puts
+ * since; 0 when memory ran out (the caller scans instead). A lookup writing it is fine: a states
+ * object is used from one thread at a time (recap.h). */
+static int states_index(recap_states_h s)
+{
+    size_t i;
+
+    if (s->index.n == s->n && s->index.cap != 0)
+        return 1;
+    if (recap__index_reserve(&s->index, s->n) != RECAP_OK)
+        return 0;
+    for (i = s->index.n; i < s->n; i++)
+        recap__index_put(&s->index, recap__name_hash(s->e[i].name, s->e[i].len), i);
+    return 1;
+}
+
+/* Position of name[0..len) in s, or s->n: through the index past a few states, since a loop
+ * putting or looking up every name of a large object would otherwise be quadratic. */
+static size_t states_find(recap_states_h s, const char *name, size_t len)
+{
+    size_t i, p;
+
+    if (s->n > STATES_SCAN_MAX && states_index(s)) {
+        uint32_t hash = recap__name_hash(name, len);
+
+        i = hash & (s->index.cap - 1);
+        while ((p = recap__index_next(&s->index, hash, &i)) != 0)
+            if (entry_is(&s->e[p - 1], name, len))
+                return p - 1;
+        return s->n;
+    }
+    for (i = 0; i < s->n && !entry_is(&s->e[i], name, len); i++)
+        ;
+    return i;
 }
 
 recap_status_t recap_tracker_get_states(recap_tracker_h tracker, recap_states_h *states_p)
@@ -141,14 +185,18 @@ recap_status_t recap_states_put(recap_states_h states, const char *name,
         st = recap__state_decode(state, &seed, &offset);
     if (st != RECAP_OK)
         return st;
-    for (i = 0; i < states->n; i++)
-        if (states->e[i].len == len && memcmp(states->e[i].name, name, len) == 0)
-            break;
+    i = states_find(states, name, len);
     if (i == states->n) {
-        e = recap__realloc_n(states->e, recap__count_add(states->n, 1), sizeof(*e));
-        if (e == NULL)
-            return recap__fail(RECAP_ERR_NO_MEMORY, "states object");
-        states->e = e;
+        if (i == states->cap) {
+            size_t cap = i < STATES_SCAN_MAX ? STATES_SCAN_MAX : recap__count_add(i, i);
+
+            e = recap__realloc_n(states->e, cap, sizeof(*e));
+            if (e == NULL)
+                return recap__fail(RECAP_ERR_NO_MEMORY, "states object");
+            states->e = e;
+            states->cap = cap;
+        }
+        e = states->e;
         memset(&e[i], 0, sizeof(e[i]));
         memcpy(e[i].name, name, len);
         e[i].len = (uint32_t)len;
@@ -167,6 +215,7 @@ recap_status_t recap_states_free(recap_states_h states)
                     (void *)states);
     states->magic = RECAP_MAGIC_DEAD;
     free(states->e);
+    recap__index_free(&states->index);
     free(states);
     return RECAP_OK;
 }
@@ -195,13 +244,11 @@ recap_status_t recap_states_lookup(recap_states_h states, const char *name,
 
     RECAP_CHECK_HANDLE(states, RECAP_MAGIC_STATES, "states object");
     RECAP_CHECK_ARG(name != NULL && state != NULL, "NULL argument");
-    len = strlen(name);
-    for (i = 0; i < states->n; i++) {
-        const recap__entry_t *e = &states->e[i];
-        if (e->len == len && memcmp(e->name, name, len) == 0) {
-            recap__state_encode(e->seed, e->offset, state);
-            return RECAP_OK;
-        }
+    len = strnlen(name, RECAP_NAME_MAX + 1);
+    i = len <= RECAP_NAME_MAX ? states_find(states, name, len) : states->n;
+    if (i < states->n) {
+        recap__state_encode(states->e[i].seed, states->e[i].offset, state);
+        return RECAP_OK;
     }
     return recap__fail(RECAP_ERR_NOT_FOUND, "no state named \"%.*s\"", RECAP_NAME_MAX, name);
 }

@@ -56,20 +56,6 @@ int recap__name_is_bytewise(const recap__entry_t *e, const char *name)
     return name[k] == '\0';
 }
 
-int recap__tracker_scan(recap_tracker_h t, const char *name)
-{
-    size_t i;
-
-    for (i = 0; i < t->nslots; i++) {
-        const recap__entry_t *e = &t->slots[i]->e;
-        if (e->name[0] == name[0] && recap__name_is(e, name)) {
-            t->hint = i;
-            return (int)i;
-        }
-    }
-    return -1;
-}
-
 recap_status_t recap__slot_get(recap_tracker_h t, size_t i, uint64_t *seed, uint64_t *offset)
 {
     const recap__slot_t *s = t->slots[i];
@@ -128,9 +114,12 @@ static recap_status_t tracker_alloc(const recap_tracker_params_t *p, recap_track
         return recap__fail(RECAP_ERR_NO_MEMORY, "tracker");
     t->seeds = recap__alloc_n(RECAP__INITIAL_CAP, sizeof(*t->seeds));
     t->frames = recap__alloc_n(RECAP__INITIAL_CAP, sizeof(*t->frames));
-    if (t->seeds == NULL || t->frames == NULL) {
+    /* Seeding records its few seeds under the lock, where it cannot fail: room made here. */
+    if (t->seeds == NULL || t->frames == NULL ||
+        recap__index_reserve(&t->seed_index, RECAP__INITIAL_CAP) != RECAP_OK) {
         free(t->seeds);
         free(t->frames);
+        recap__index_free(&t->seed_index);
         free(t);
         return recap__fail(RECAP_ERR_NO_MEMORY, "tracker");
     }
@@ -146,6 +135,7 @@ static recap_status_t tracker_alloc(const recap_tracker_params_t *p, recap_track
     if (recap__handle_register(t, RECAP_MAGIC_TRACKER) != RECAP_OK) {
         free(t->seeds);
         free(t->frames);
+        recap__index_free(&t->seed_index);
         free(t);
         return RECAP_ERR_NO_MEMORY;
     }
@@ -190,6 +180,7 @@ recap_status_t recap_tracker_create(const recap_tracker_params_t *params, recap_
             recap__handle_unregister(t, RECAP_MAGIC_TRACKER);
             free(t->seeds);
             free(t->frames);
+            recap__index_free(&t->seed_index);
             free(t);
             return st;
         }
@@ -246,7 +237,9 @@ recap_status_t recap__tracker_destroy(recap_tracker_h tracker)
     tracker->magic = RECAP_MAGIC_DEAD;
     m.slots = tracker->slots;
     m.n = tracker->nslots;
+    m.names = tracker->names;
     recap__map_free(&m);
+    recap__index_free(&tracker->seed_index);
     recap__generator_drive(tracker->gen, -1);
     if (tracker->host_gen != NULL)
         recap__generator_drive(tracker->host_gen, -1);
@@ -268,6 +261,7 @@ void recap__tracker_use(recap_tracker_h tracker, int d)
 static void forget_seeds(recap_tracker_h t, void *arg)
 {
     t->nseeds = 0;
+    recap__index_clear(&t->seed_index);
     t->initialized = 0;
 }
 
@@ -316,10 +310,13 @@ recap_status_t recap_tracker_current_name(recap_tracker_h tracker, const char **
     return RECAP_OK;
 }
 
-/* Grows the slot and seed arrays for one more add; the caller holds the lock. Growing first
- * keeps a failed add from recording anything. */
+/* Grows the slot and seed arrays and their indexes for one more add; the caller holds the lock.
+ * Growing first keeps a failed add from recording anything. */
 static recap_status_t reserve_one(recap_tracker_h t)
 {
+    if (recap__index_reserve(&t->names, t->nslots + 1) != RECAP_OK ||
+        recap__index_reserve(&t->seed_index, t->nseeds + 1) != RECAP_OK)
+        return recap__fail(RECAP_ERR_NO_MEMORY, "tracker states");
     if (t->nslots == t->slots_cap) {
         size_t cap = t->slots_cap ? 2 * t->slots_cap : RECAP__INITIAL_CAP;
         recap__slot_t **s = recap__realloc_n(t->slots, cap, sizeof(*s));
@@ -342,12 +339,10 @@ static recap_status_t add_locked(recap_tracker_h t, recap__map_t *m)
 {
     recap__slot_t *s = m->slots[0];
     recap_status_t st;
-    size_t i;
 
-    for (i = 0; i < t->nseeds; i++)
-        if (t->seeds[i] == s->e.seed)
-            return recap__fail(RECAP_ERR_DUPLICATE_SEED, "seed %llu is already used by this "
-                               "tracker", (unsigned long long)s->e.seed);
+    if (recap__tracker_has_seed(t, s->e.seed))
+        return recap__fail(RECAP_ERR_DUPLICATE_SEED, "seed %llu is already used by this "
+                           "tracker", (unsigned long long)s->e.seed);
     if (recap__tracker_find(t, s->e.name) >= 0)
         return recap__fail(RECAP_ERR_EXISTS, "state \"%s\" already exists", s->e.name);
     st = recap__map_complete(t, m);
@@ -355,7 +350,9 @@ static recap_status_t add_locked(recap_tracker_h t, recap__map_t *m)
         st = reserve_one(t);
     if (st != RECAP_OK)
         return st;
+    recap__index_put(&t->seed_index, recap__seed_hash(s->e.seed), t->nseeds);
     t->seeds[t->nseeds++] = s->e.seed;
+    recap__index_put(&t->names, recap__name_hash(s->e.name, s->e.len), t->nslots);
     t->slots[t->nslots++] = s;
     t->layout = recap__layout_next();
     t->initialized = 1;

@@ -21,6 +21,40 @@ typedef struct recap__entry {
     char name[RECAP_NAME_MAX + 1];
 } recap__entry_t;
 
+/* A hash index over an array someone else keeps (a tracker's slots or seeds, a states object's
+ * entries): a cell holds an entry's 32-bit hash (high half) and its position + 1 (low half), 0
+ * when empty; open addressing, linear probing, at most half full, grown by doubling. Entries are
+ * only added, or the whole index emptied or replaced, so no cell is ever a tombstone. (index.c) */
+typedef struct recap__index {
+    uint64_t *cells;
+    size_t cap; /* a power of two, or 0 */
+    size_t n;
+} recap__index_t;
+
+uint32_t recap__name_hash(const char *name, size_t len);
+uint32_t recap__seed_hash(uint64_t seed);
+/* Room for n entries in all; RECAP_ERR_NO_MEMORY leaves the index as it was. */
+recap_status_t recap__index_reserve(recap__index_t *x, size_t n);
+/* Adds the entry at `pos` (room reserved; not there already). */
+void recap__index_put(recap__index_t *x, uint32_t hash, size_t pos);
+void recap__index_clear(recap__index_t *x);
+void recap__index_free(recap__index_t *x);
+
+/* The next position + 1 whose hash is `hash`, probing from cell *i on (start: hash & (cap - 1),
+ * cap > 0); 0 at the end of the chain: the caller compares the key at each. */
+static inline size_t recap__index_next(const recap__index_t *x, uint32_t hash, size_t *i)
+{
+    for (;;) {
+        uint64_t c = x->cells[*i];
+
+        *i = (*i + 1) & (x->cap - 1);
+        if (c == 0)
+            return 0;
+        if ((uint32_t)(c >> 32) == hash)
+            return (size_t)(uint32_t)c;
+    }
+}
+
 /* A named state inside a tracker. Value mode uses e.seed/e.offset; graph-safe mode keeps the
  * value in `obj`, shared with the generator while the state is installed, and e.seed/e.offset
  * are unused. Slots are allocated one by one so names stay put when the slot array grows. */
@@ -64,12 +98,14 @@ struct recap_tracker {
     recap__slot_t **slots; /* insertion order */
     size_t nslots, slots_cap;
     size_t hint; /* slot of the last successful lookup */
+    recap__index_t names; /* slot of each name (the first, were one there twice) */
     /* Changes whenever the names or their order change; unique across trackers, so a snapshot
      * whose layout equals the tracker's has the same names in the same order. */
     uint64_t layout;
 
     uint64_t *seeds;
     size_t nseeds, seeds_cap;
+    recap__index_t seed_index; /* room for RECAP__INITIAL_CAP seeds at least (seeding's) */
 
     recap__frame_t *frames;
     size_t depth, frames_cap;
@@ -150,7 +186,8 @@ const char *recap__snapshot_fork_of(recap_tracker_h tracker, recap_snapshot_h sn
 struct recap_states {
     uint32_t magic; /* RECAP_MAGIC_STATES while live */
     recap__entry_t *e;
-    size_t n;
+    size_t n, cap;
+    recap__index_t index; /* built at the first lookup or put past a few states (states.c) */
 };
 
 /* A value to write into a state object (obj) or else a generator (gen), and the value it held
@@ -179,6 +216,7 @@ typedef struct recap__gen_values {
 typedef struct recap__map {
     recap__slot_t **slots;
     size_t n, cap;
+    recap__index_t names; /* becomes the tracker's with the slots (a replacement builds it) */
     recap__write_t *writes;
 } recap__map_t;
 
@@ -189,9 +227,14 @@ recap_status_t recap__check_name(const char *name, size_t *len_p);
 /* A fresh layout value (never 0). */
 uint64_t recap__layout_next(void);
 
-/* Slot index of `name` or -1, by a scan (recap__tracker_find below tries the last hit first);
- * the caller holds the tracker's lock. */
-int recap__tracker_scan(recap_tracker_h t, const char *name);
+/* Slot index of `name` or -1, through the name index (recap__tracker_find below tries the last
+ * hit first); the caller holds the tracker's lock. */
+int recap__tracker_lookup(recap_tracker_h t, const char *name);
+/* Slot index of the name name[0..len) hashing to `hash` in slots[] as `x` indexes it, or -1. */
+int recap__index_find_name(const recap__index_t *x, recap__slot_t *const *slots,
+                           const char *name, size_t len, uint32_t hash);
+/* Whether the tracker used `seed` already; the caller holds its lock. */
+int recap__tracker_has_seed(const struct recap_tracker *t, uint64_t seed);
 int recap__name_is_bytewise(const recap__entry_t *e, const char *name);
 extern int recap__names_bytewise;
 
@@ -240,13 +283,13 @@ static inline int recap__name_is(const recap__entry_t *e, const char *name)
     return recap__name_word(name + k) == recap__name_word(e->name + k);
 }
 
-/* Forks look up the same few names over and over: the last hit first, then a scan checking the
- * first byte before the rest. */
+/* Forks look up the same few names over and over: the last hit first, inline (the cost of the
+ * common fork), then the name index, whatever the number of names. */
 static inline int recap__tracker_find(recap_tracker_h t, const char *name)
 {
     if (t->hint < t->nslots && recap__name_is(&t->slots[t->hint]->e, name))
         return (int)t->hint;
-    return recap__tracker_scan(t, name);
+    return recap__tracker_lookup(t, name);
 }
 
 /* Builds, without holding the tracker's lock, a map holding copies of e[0..n); graph-safe
