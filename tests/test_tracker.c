@@ -250,6 +250,30 @@ START_TEST(bad_names_are_rejected)
 }
 END_TEST
 
+/* A name recap cannot hold (longer than RECAP_NAME_MAX, random length and letters) is shown in
+ * the message as its first RECAP_NAME_MAX bytes and the cut mark; one that fits, whole. */
+START_TEST(a_long_name_in_a_message_is_cut_with_the_mark)
+{
+    recap_tracker_h t = new_tracker(mode_flags(_i));
+    char name[2100], want[RECAP_NAME_MAX + 32];
+    recap_fork_token_t tok;
+    size_t n;
+
+    tu_rand_init();
+    n = RECAP_NAME_MAX + 1 + (size_t)tu_rand_below(2000);
+    tu_rand_path(name, sizeof(name), "", n);
+    snprintf(want, sizeof(want), "\"%.*s\xe2\x80\xa6(cut)\"", RECAP_NAME_MAX, name);
+    ck_assert_status(recap_tracker_fork(t, name, &tok), RECAP_ERR_NOT_FOUND);
+    ck_assert_msg(strstr(recap_last_error(), want) != NULL, "%s", recap_last_error());
+    n = 1 + (size_t)tu_rand_below(RECAP_NAME_MAX);
+    tu_rand_path(name, sizeof(name), "", n);
+    snprintf(want, sizeof(want), "\"%.*s\"", RECAP_NAME_MAX, name);
+    ck_assert_status(recap_tracker_fork(t, name, &tok), RECAP_ERR_NOT_FOUND);
+    ck_assert_msg(strstr(recap_last_error(), want) != NULL, "%s", recap_last_error());
+    recap_tracker_destroy(t);
+}
+END_TEST
+
 START_TEST(nested_forks_draw_like_sequential_forks)
 {
     recap_tracker_h t = new_tracker(mode_flags(_i)), u = new_tracker(mode_flags(_i));
@@ -1534,6 +1558,7 @@ int main(void)
     tcase_add_test(tc, duplicate_name_is_rejected_and_its_seed_not_recorded);
     tcase_add_loop_test(tc, added_state_equals_freshly_seeded_generator, 0, 2);
     tcase_add_test(tc, bad_names_are_rejected);
+    tcase_add_loop_test(tc, a_long_name_in_a_message_is_cut_with_the_mark, 0, 2);
     tcase_add_loop_test(tc, nested_forks_draw_like_sequential_forks, 0, 2);
     tcase_add_loop_test(tc, deep_nested_forks_draw_like_sequential_forks, 0, 2);
     tcase_add_loop_test(tc, inner_fork_of_the_same_name_continues_it, 0, 2);

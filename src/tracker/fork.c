@@ -118,10 +118,10 @@ static recap_status_t fork_object(recap_tracker_h t, recap__frame_t *f, int i,
 
 static recap_status_t refuse_claim(const char *name, const struct recap_tracker *holder)
 {
-    return recap__fail(RECAP_ERR_STATE, "fork of \"%.*s\": tracker %p has a fork open on the "
+    return recap__fail(RECAP_ERR_STATE, "fork of \"" RECAP__NAME_FMT "\": tracker %p has a fork open on the "
                        "same generator; trackers sharing a generator cannot interleave forks "
                        "(its state would come back to the wrong one): unfork it first",
-                       RECAP_NAME_MAX, name, (const void *)holder);
+                       RECAP__NAME_ARGS(name), (const void *)holder);
 }
 
 /* The tracker's last fork closed: the generator is free for others (the holder's one store). */
@@ -217,8 +217,8 @@ static __attribute__((noinline)) recap_status_t fork_locked(recap_tracker_h trac
         i = recap__tracker_find(tracker, name);
         if (i < 0) {
             recap__tracker_unlock(tracker);
-            return recap__fail(RECAP_ERR_NOT_FOUND, "fork of \"%.*s\": no such state was added",
-                               RECAP_NAME_MAX, name);
+            return recap__fail(RECAP_ERR_NOT_FOUND, "fork of \"" RECAP__NAME_FMT "\": no such state "
+                               "was added", RECAP__NAME_ARGS(name));
         }
         if (tracker->flags & RECAP_TRACKER_GRAPH_SAFE)
             st = fork_object(tracker, f, i, &holder);

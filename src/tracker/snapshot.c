@@ -173,10 +173,10 @@ static recap_status_t check_fork(recap_tracker_h t, const struct recap_snapshot 
 {
     if (!(t->flags & RECAP_TRACKER_GRAPH_SAFE) || t->current < 0 || s->current == t->current)
         return RECAP_OK;
-    return recap__fail(RECAP_ERR_STATE, "restore inside a fork of \"%.*s\" of a snapshot taken "
+    return recap__fail(RECAP_ERR_STATE, "restore inside a fork of \"" RECAP__NAME_FMT "\" of a snapshot taken "
                        "%s: a graph-safe tracker's generator holds that state's object, which "
                        "cannot take the generator's value; restore it outside the fork",
-                       RECAP_NAME_MAX, t->slots[t->current]->e.name,
+                       RECAP__NAME_ARGS(t->slots[t->current]->e.name),
                        s->current < 0 ? "outside forks" : "inside another fork");
 }
 

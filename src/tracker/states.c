@@ -119,7 +119,8 @@ recap_status_t recap_tracker_state_object(recap_tracker_h tracker, const char *n
     recap__tracker_lock(tracker);
     i = recap__tracker_find(tracker, name);
     if (i < 0)
-        st = recap__fail(RECAP_ERR_NOT_FOUND, "no state \"%.*s\"", RECAP_NAME_MAX, name);
+        st = recap__fail(RECAP_ERR_NOT_FOUND, "no state \"" RECAP__NAME_FMT "\"",
+                         RECAP__NAME_ARGS(name));
     else
         *obj_p = tracker->slots[i]->obj->fobj;
     recap__tracker_unlock(tracker);
@@ -250,5 +251,6 @@ recap_status_t recap_states_lookup(recap_states_h states, const char *name,
         recap__state_encode(states->e[i].seed, states->e[i].offset, state);
         return RECAP_OK;
     }
-    return recap__fail(RECAP_ERR_NOT_FOUND, "no state named \"%.*s\"", RECAP_NAME_MAX, name);
+    return recap__fail(RECAP_ERR_NOT_FOUND, "no state named \"" RECAP__NAME_FMT "\"",
+                       RECAP__NAME_ARGS(name));
 }

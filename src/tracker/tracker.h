@@ -8,9 +8,17 @@
 #include <string.h>
 
 #include "base/lock.h"
+#include "base/text.h"
 #include "base/atfork.h"
 #include "recap.h"
 #include "rng/generator.h"
+
+/* A state name in a message: "%.*s%s" with these arguments prints at most RECAP_NAME_MAX bytes
+ * of it (a longer one was never a name) and the cut mark when it was longer. */
+#define RECAP__NAME_FMT "%.*s%s"
+#define RECAP__NAME_ARGS(name)                                                                 \
+    RECAP_NAME_MAX, (name),                                                                    \
+        (strnlen((name), RECAP_NAME_MAX + 1) > RECAP_NAME_MAX ? RECAP__TEXT_CUT : "")
 
 /* A named state by value: what states objects, snapshots and blobs carry. The name is stored
  * inline so a snapshot's arrays, once large enough, are reused without allocating. */
