@@ -325,14 +325,7 @@ END_TEST
  * error, or its beginning with the cut mark. */
 START_TEST(a_long_missing_driver_path_is_named_whole_or_marked)
 {
-    char path[4096];
-    int n;
-
-    tu_rand_init();
-    tu_rand_path(path, sizeof(path), "/nonexistent/", 300 + (size_t)tu_rand_below(3000));
-    setenv("RECAP_CUDA_DRIVER", path, 1);
-    ck_assert_status(recap_device_count(&n), RECAP_ERR_NO_DRIVER);
-    tu_assert_named_whole_or_marked(recap_last_error(), path, 200);
+    tu_long_missing_path("RECAP_CUDA_DRIVER", recap_device_count, RECAP_ERR_NO_DRIVER);
 }
 END_TEST
 

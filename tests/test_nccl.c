@@ -70,14 +70,7 @@ END_TEST
 /* A missing library named by a long path: the message names it whole, or says it was cut. */
 START_TEST(a_long_missing_nccl_path_is_named_whole_or_marked)
 {
-    char path[4096];
-    int v;
-
-    tu_rand_init();
-    tu_rand_path(path, sizeof(path), "/nonexistent/", 300 + (size_t)tu_rand_below(3000));
-    setenv("RECAP_NCCL_LIB", path, 1);
-    ck_assert_status(recap_nccl_version(&v), RECAP_ERR_UNSUPPORTED);
-    tu_assert_named_whole_or_marked(recap_last_error(), path, 200);
+    tu_long_missing_path("RECAP_NCCL_LIB", recap_nccl_version, RECAP_ERR_UNSUPPORTED);
 }
 END_TEST
 

@@ -144,3 +144,15 @@ void tu_assert_named_whole_or_marked(const char *msg, const char *name, size_t m
         ;
     ck_assert_msg(i >= min, "only %zu bytes of the name before the mark: %s", i, msg);
 }
+
+void tu_long_missing_path(const char *var, recap_status_t (*call)(int *), recap_status_t want)
+{
+    char path[4096];
+    int out;
+
+    tu_rand_init();
+    tu_rand_path(path, sizeof(path), "/nonexistent/", 300 + (size_t)tu_rand_below(3000));
+    setenv(var, path, 1);
+    ck_assert_int_eq(call(&out), want);
+    tu_assert_named_whole_or_marked(recap_last_error(), path, 200);
+}

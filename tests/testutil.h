@@ -25,6 +25,10 @@ void tu_rand_path(char *buf, size_t cap, const char *prefix, size_t n);
  * with the text ending in the cut mark (never cut without a sign). */
 void tu_assert_named_whole_or_marked(const char *msg, const char *name, size_t min);
 
+/* Sets `var` to a missing file's path of 300 to 3,000 random bytes; `call` must fail with `want`
+ * and name the path whole or with the cut mark (the library it loads once is loaded then). */
+void tu_long_missing_path(const char *var, recap_status_t (*call)(int *), recap_status_t want);
+
 /* Asserts a status and prints recap_last_error() when it differs. */
 #define ck_assert_status(expr, want)                                                       \
     do {                                                                                   \
