@@ -12,6 +12,7 @@
 #include "base/ptrmap.h"
 #include "capture/capture.h"
 #include "capture/conditional.h"
+#include "capture/internal.h"
 #include "capture/walk.h"
 #include "driver/driver.h"
 

@@ -16,6 +16,7 @@
 #include "base/ptrmap.h"
 #include "capture/capture.h"
 #include "capture/conditional.h"
+#include "capture/internal.h"
 
 static pthread_mutex_t conditional_lock = PTHREAD_MUTEX_INITIALIZER;
 static recap__ptrmap_t conditionals; /* CUgraphNode -> recap__bodies_t */

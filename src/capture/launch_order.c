@@ -8,6 +8,7 @@
 #include "base/lock.h"
 #include "base/log.h"
 #include "capture/capture.h"
+#include "capture/internal.h"
 #include "driver/driver.h"
 
 /*
