@@ -38,9 +38,10 @@ RECAP_PRIVATE_API void recap__ev_destroy_done(recap__hook_call_t *c, void *handl
                                               int ok);
 RECAP_PRIVATE_API void recap__ev_before_launch(recap__hook_call_t *c, void *exec, void *stream);
 RECAP_PRIVATE_API void recap__ev_after_launch(recap__hook_call_t *c, void *exec, int ok);
-/* Composition (capture/compose.c): after a launch (events for multi-stream ordering), an exec
- * update, a child graph node's update in an exec, a node added (conditional nodes' bodies;
- * `params` is a CUgraphNodeParams, which cudaGraphNodeParams mirrors). */
+/* Composition (capture/compose.c, launch_order.c, conditional.c): after a launch (events for
+ * multi-stream ordering), an exec update, a child graph node's update in an exec, a node added
+ * (conditional nodes' bodies; `params` is a CUgraphNodeParams, which cudaGraphNodeParams
+ * mirrors). */
 RECAP_PRIVATE_API void recap__ev_launched(recap__hook_call_t *c, void *exec, void *stream, int ok);
 RECAP_PRIVATE_API void recap__ev_exec_updated(recap__hook_call_t *c, int ok, void *exec,
                                               void *graph);

@@ -10,6 +10,7 @@
 #include "base/error.h"
 #include "base/log.h"
 #include "capture/capture.h"
+#include "capture/internal.h"
 #include "driver/driver.h"
 
 /* The device whose context a graph call runs in: the graph's (recorded at capture) when recap

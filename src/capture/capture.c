@@ -11,6 +11,7 @@
 #include "base/lock.h"
 #include "base/log.h"
 #include "capture/capture.h"
+#include "capture/internal.h"
 #include "driver/driver.h"
 #include "kernels/capture_body.h"
 

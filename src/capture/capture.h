@@ -3,7 +3,8 @@
  * The capture module (internal): one event stream in (capture will begin / began / will end /
  * ended, graph instantiated / cloned / destroyed, exec destroyed, graph will launch), fed by the
  * public recap_capture_* calls and by the hook front ends; and the queries the RNG layer makes
- * when it hands out Philox arguments.
+ * when it hands out Philox arguments. What the other folders use; the folder's own plumbing
+ * between its files is capture/internal.h.
  */
 #ifndef RECAP_CAPTURE_CAPTURE_H
 #define RECAP_CAPTURE_CAPTURE_H
@@ -20,9 +21,6 @@
 /* Registers a device generator state so priming finds it; unregisters and frees its slot. */
 void recap__slots_register(recap__genstate_t *gs);
 void recap__slots_unregister(recap__genstate_t *gs);
-/* Gives every registered state of `device` a slot, allocating under the relaxed capture mode
- * for this thread so no capture in progress is disturbed. */
-recap_status_t recap__slots_prime(int device);
 
 /* ---- captures (capture.c) */
 
@@ -61,11 +59,6 @@ int recap__capture_moved(recap__genstate_t *gs);
 
 /* Records what a finished capture drew: each state and its increment per launch. */
 typedef struct recap__rng_record recap__rng_record_t;
-recap_status_t recap__graphs_attach(CUgraph graph, recap__rng_record_t *rec);
-recap__rng_record_t *recap__record_new(int device, size_t n);
-/* The device of a graph or exec recap holds a record for, else -1. */
-int recap__graph_device(const void *graph_or_exec);
-void recap__record_set(recap__rng_record_t *rec, size_t i, recap__genstate_t *gs, uint64_t inc);
 void recap__record_unref(recap__rng_record_t *rec);
 /* Destroys: the record of a graph (exec = 0) or executable (exec = 1) comes out of recap's map
  * before the driver's destroy (NULL when there is none), and is put back when the driver refused
@@ -74,45 +67,12 @@ void recap__record_unref(recap__rng_record_t *rec);
 recap__rng_record_t *recap__record_take(const void *handle, int exec);
 void recap__record_put_back(void *handle, int exec, recap__rng_record_t *rec);
 
-/* An exec's record: what `graph` drew at capture (its own record), or `rec` (taken over; NULL
- * drops the exec's record). */
-recap_status_t recap__exec_record_from_graph(recap_graph_exec_t exec, recap_graph_t graph);
-recap_status_t recap__exec_record_set(CUgraphExec exec, recap__rng_record_t *rec);
+/* ---- composition (compose.c, launch_order.c) */
 
-/* ---- composition (compose.c) */
-
-/* The live device state whose slot is `slot`, referenced (NULL when none). */
-recap__genstate_t *recap__slots_state_of(uint64_t slot);
-/* Gives exec the record of everything `graph` draws, child graphs included, checking that the
- * parts drawing from one generator are ordered. *walked_p = 0 when the driver cannot list a
- * graph's nodes (the caller falls back on the capture's record). RECAP_ERR_UNSUPPORTED, with the
- * reason, for a composition recap cannot make exact. */
-recap_status_t recap__compose_instantiated(CUgraph graph, CUgraphExec exec, int *walked_p);
-/* An exec's record after its instantiate or update from `graph` (graphs.c): what the walk found,
- * else (no walk, or a walk that found none of the draws the capture recorded) the capture's. */
-recap_status_t recap__exec_record_for(recap_graph_t graph, recap_graph_exec_t exec);
 void recap__compose_exec_forget(CUgraphExec exec);
-/* A destroyed graph's conditional nodes: their recorded bodies go. */
-void recap__compose_graph_forget(CUgraph graph);
-/* Orders a launch on `stream` after gs's last launch on another stream; records gs's event after
- * a launch; releases gs's event. */
-recap_status_t recap__compose_order(recap__genstate_t *gs, CUstream stream);
-recap_status_t recap__compose_record_after(recap__genstate_t *gs, CUstream stream);
-void recap__compose_state_gone(recap__genstate_t *gs);
 /* Set by a launch that drew from a state launched on several streams: recap_graph_launched has
  * events to record after it. */
 extern __thread int recap__launch_needs_events __attribute__((tls_model("initial-exec")));
-
-/* ---- counters (graphs.c) */
-typedef enum {
-    RECAP_STAT_CAPTURES,
-    RECAP_STAT_GRAPHS_WITH_RNG,
-    RECAP_STAT_LAUNCHES,
-    RECAP_STAT_SLOT_WRITES,
-    RECAP_STAT_STATES_PRIMED,
-    RECAP_STAT_COUNT
-} recap__stat_t;
-void recap__stat_add(recap__stat_t which, uint64_t n);
 
 /* ---- subscribers (subscribers.c) */
 
@@ -134,8 +94,6 @@ void recap__graph_forget(const void *handle, int exec);
 recap_hooks_t recap__events_source_set(recap_hooks_t source);
 /* Subscriptions made in this process (RECAP_REPORT). */
 uint64_t recap__events_subscribed(void);
-/* RECAP_ERR_STATE when a subscriber's callback makes the host's own capture calls. */
-recap_status_t recap__events_check_caller(const char *what);
 
 /* ---- fork handlers (called by src/process/atfork.c) */
 void recap__capture_probe_atfork(recap__atfork_t when); /* probe.c */

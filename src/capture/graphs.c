@@ -11,6 +11,7 @@
 #include "base/log.h"
 #include "base/ptrmap.h"
 #include "capture/capture.h"
+#include "capture/internal.h"
 #include "driver/driver.h"
 #include "kernels/capture_body.h"
 
@@ -311,7 +312,7 @@ static recap_status_t advance(recap__rng_record_t *r, recap_graph_exec_t exec, C
         recap__genstate_t *gs = r->e[i].gs;
         uint64_t seed, base;
 
-        /* Another stream than this state's last launch: order after it (compose.c). One
+        /* Another stream than this state's last launch: order after it (launch_order.c). One
          * comparison in steady state. */
         if (__builtin_expect(!__atomic_load_n(&gs->launched, __ATOMIC_RELAXED) ||
                              __atomic_load_n(&gs->launch_stream, __ATOMIC_RELAXED) !=

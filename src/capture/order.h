@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * The order of one graph level's nodes (internal, for compose.c): its edges as adjacency lists
- * both ways and a topological position per node, and reachability questions answered by walks
- * bounded to the part of the graph between two nodes, so checking a chain of k nodes costs one
- * walk of the level, not k. Nothing here is quadratic in the level's nodes or edges.
+ * The order of one graph level's nodes (internal, for the walk: walk.c, compose.c): its edges as
+ * adjacency lists both ways and a topological position per node, and reachability questions
+ * answered by walks bounded to the part of the graph between two nodes, so checking a chain of k
+ * nodes costs one walk of the level, not k. Nothing here is quadratic in the level's nodes or edges.
  */
 #ifndef RECAP_CAPTURE_ORDER_H
 #define RECAP_CAPTURE_ORDER_H

@@ -9,6 +9,7 @@
 #include "base/nvtx.h"
 #include "base/log.h"
 #include "capture/capture.h"
+#include "capture/internal.h"
 #include "driver/driver.h"
 
 /*

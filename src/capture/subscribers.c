@@ -16,6 +16,7 @@
 #include "base/lock.h"
 #include "base/log.h"
 #include "capture/capture.h"
+#include "capture/internal.h"
 
 #define MAX_SUBS 16
 

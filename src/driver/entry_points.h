@@ -8,8 +8,8 @@
  * Kinds: REQUIRED, without which the driver is unusable; GRAPHS, the capture and graph API
  * (without it recap still fills and tracks, and capture calls report RECAP_ERR_UNSUPPORTED);
  * EXTRA, used only by recap-probe's checks, the stream-ordered host calls and graph composition
- * (capture/compose.c: what a graph holds, walked at instantiate and update; cross-stream
- * ordering of launches that share a generator), each NULL when the driver lacks it and reported
+ * (capture/walk.c and edges.c: what a graph holds, walked at instantiate and update;
+ * capture/launch_order.c: cross-stream ordering of launches that share a generator), each NULL when the driver lacks it and reported
  * by the call that needs it.
  */
 #ifndef RECAP_DRIVER_ENTRY_POINTS_H

@@ -42,7 +42,7 @@ typedef struct recap__genstate {
     recap__lock_t slot_lock;
     uint64_t slot_seed, slot_offset;
     int slot_valid;
-    /* Launch ordering across streams (capture/compose.c): the stream of the last launch that
+    /* Launch ordering across streams (capture/launch_order.c): the stream of the last launch that
      * drew from this state; once launches moved between streams, an event recorded after each. */
     void *launch_stream;
     void *launch_event;
