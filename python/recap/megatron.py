@@ -204,7 +204,7 @@ class CudaRNGStatesTracker:
         self._tracker()
         C = _ext.module()
         if C is None or not hasattr(C, "get_values") or not self._gen.fast or \
-                not _bind_state_calls(C):
+                not _ext.bound("states"):
             return None
         return C
 
@@ -350,7 +350,7 @@ class CudaRNGStatesTracker:
         C = _ext.module()
         h = self._tracker()
         if C is None or not hasattr(C, "Fork") or not self._gen.fast or \
-                not _bind_tracker_calls(C):
+                not _ext.bound("fork"):
             return None
         me = weakref.ref(self)  # held in C++, where the collector cannot see a cycle
 
@@ -405,39 +405,6 @@ class _TrackerOwner:
                 lib().recap_tracker_destroy(h)
             except Exception:  # noqa: BLE001 - interpreter teardown
                 pass
-
-
-_bound = None  # whether recap._C has librecap's fork calls
-
-
-def _bind_tracker_calls(C) -> bool:
-    global _bound
-    if _bound is None:
-        try:
-            addr = [ctypes.cast(getattr(lib(), n), ctypes.c_void_p).value
-                    for n in ("recap_tracker_fork", "recap_tracker_unfork")]
-            C.bind_tracker_calls(*addr)
-            _bound = True
-        except Exception:  # noqa: BLE001 - an older recap._C: the Python fork
-            _bound = False
-    return _bound
-
-
-_states_bound = None  # whether recap._C has librecap's tracker-state calls
-
-
-def _bind_state_calls(C) -> bool:
-    global _states_bound
-    if _states_bound is None:
-        try:
-            C.bind_state_calls({n: ctypes.cast(getattr(lib(), n), ctypes.c_void_p).value for n in (
-                "recap_tracker_get_states", "recap_tracker_set_states", "recap_states_create",
-                "recap_states_put", "recap_states_lookup", "recap_states_free",
-                "recap_tracker_state_object")})
-            _states_bound = True
-        except Exception:  # noqa: BLE001 - an older recap._C: the ctypes calls
-            _states_bound = False
-    return _states_bound
 
 
 _native_cls = None  # recap._C.Fork with ContextDecorator, made on first use

@@ -31,7 +31,8 @@ class NativeFork(unittest.TestCase):
         self.C = _ext.module()
         self.assertIsNotNone(self.C, _ext.why)
         self.abi, self.lib, self.rm = _abi, _lib, rm
-        self.assertTrue(rm._bind_tracker_calls(self.C))
+        self.ext = _ext
+        self.assertTrue(_ext.bound("fork"))
         self.rng = random.Random(SEED)
         self.trackers = []
 
@@ -218,7 +219,7 @@ class TrackerStates(unittest.TestCase):
 
     def setUp(self):
         NativeFork.setUp(self)
-        self.assertTrue(self.rm._bind_state_calls(self.C))
+        self.assertTrue(self.ext.bound("states"))
 
     def ok(self, r):
         """The result of a recap._C tracker-state call, raising recap's error for a failure."""
