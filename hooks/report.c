@@ -90,30 +90,6 @@ static int format_line(char *line, size_t len, const report_t *r)
     return put_text(line, len, &off, "}\n") ? (int)off : -1;
 }
 
-/* The names (each ended by a NUL, len bytes) as a JSON array of strings; names that do not fit
- * whole are left out, and counted: returns how many. */
-static size_t json_names(char *buf, size_t cap, const char *names, size_t len)
-{
-    size_t off = 0, at, left_out = 0;
-
-    buf[off++] = '[';
-    for (at = 0; at < len; at += strlen(names + at) + 1) {
-        size_t sep = off > 1, room = cap - off - sep - 2; /* room for "]" and the NUL after */
-        size_t n = recap__json_quote(buf + off + sep, room + 1, names + at, strlen(names + at));
-
-        if (n > room) {
-            left_out++;
-            continue;
-        }
-        if (sep)
-            buf[off] = ',';
-        off += sep + n;
-    }
-    buf[off++] = ']';
-    buf[off] = '\0';
-    return left_out;
-}
-
 static int report_line(char *line, size_t len, const recap_capture_stats_t *s)
 {
     /* names and flagged hold names of any length whole, until full; each list's JSON stays under
@@ -131,14 +107,14 @@ static int report_line(char *line, size_t len, const recap_capture_stats_t *s)
         snprintf(rank, sizeof(rank), "%d", recap__ident_rank());
     recap_hooks_active(&hooks);
     recap__fw_seen(&frameworks, names, sizeof(names), &nlen, &frameworks_left_out);
-    frameworks_left_out += json_names(list, sizeof(list), names, nlen);
+    frameworks_left_out += recap__json_array(list, sizeof(list), names, nlen);
     /* the flagged names, space-separated and plain: as a JSON array too */
     flagged_left_out = recap__settings_flagged(flagged, sizeof(flagged));
     flen = strlen(flagged);
     for (i = 0; i < flen; i++)
         if (flagged[i] == ' ')
             flagged[i] = '\0';
-    flagged_left_out += json_names(flagged_list, sizeof(flagged_list), flagged,
+    flagged_left_out += recap__json_array(flagged_list, sizeof(flagged_list), flagged,
                                    flen ? flen + 1 : 0);
     r = (report_t){.schema = RECAP__REPORT_SCHEMA, .recap = recap_version_string(), .time = when,
                    .host = recap__ident_host(), .pid = (long long)getpid(), .rank = rank,

@@ -5,6 +5,9 @@ strings) parses them, and every string holds the bytes it was given, invalid UTF
 U+FFFD per maximal invalid subpart (Python's errors="replace"). For tests/test_json.c:
 
   json_check.py quote CLIENT SEED        recap's JSON strings of random bytes (json_client quote)
+  json_check.py array CLIENT SEED        random lists of names as JSON arrays in every size up to
+                                         what each needs (json_client array): whole names in
+                                         their order, listed + left out = all, within the size
   json_check.py report CLIENT SEED       the RECAP_REPORT line of a process whose framework
                                          generators have random byte names
   json_check.py probe PROBE SEED         recap-probe --json with RECAP_* values of random bytes
@@ -87,6 +90,33 @@ def quote(client, seed):
             fail(f"{lit!r} parses to {got!r}, not {want!r}")
 
 
+def array(client, seed):
+    p = subprocess.run([client, "array", str(seed), "60"], capture_output=True)
+    if p.returncode != 0:
+        fail(f"json_client array: exit {p.returncode}: {p.stderr!r}")
+    out = p.stdout
+    lines = [line.split(b"\t") for line in out.split(b"\n")[:-1]]
+    for i, (cap, hexed, left_out, lit) in enumerate(lines):
+        last = i + 1 == len(lines) or lines[i + 1][1] != hexed  # the list's largest size
+        cap, left_out = int(cap), int(left_out)
+        names = [bytes.fromhex(h.decode()).decode("utf-8", errors="replace")
+                 for h in hexed.split(b",")]
+        if cap < 3:
+            if lit != b"" or left_out != len(names):
+                fail(f"size {cap}: {lit!r}, {left_out} left out of {len(names)}")
+            continue
+        if len(lit) + 1 > cap:
+            fail(f"size {cap}: an array of {len(lit)} bytes and its NUL: {lit!r}")
+        got = strict(lit, "array")[0]
+        if not isinstance(got, list) or len(got) + left_out != len(names):
+            fail(f"size {cap}: {got!r} and {left_out} left out for {len(names)} names")
+        rest = iter(names)  # whole names, in their order
+        if not all(any(g == n for n in rest) for g in got):
+            fail(f"size {cap}: {got!r} is not whole names of {names!r} in order")
+        if last and left_out != 0:
+            fail(f"size {cap}: {left_out} left out with room for all")
+
+
 def check_report(line, names):
     if list(line) != REPORT_KEYS:
         fail(f"report keys {list(line)}")
@@ -153,6 +183,8 @@ def main():
     cmd, args = sys.argv[1], sys.argv[2:]
     if cmd == "quote":
         quote(args[0], int(args[1]))
+    elif cmd == "array":
+        array(args[0], int(args[1]))
     elif cmd == "report":
         report(args[0], int(args[1]))
     elif cmd == "probe":

@@ -3,6 +3,11 @@
  * For tests/test_json.c (through tests/json_check.py): what recap writes as JSON from bytes.
  *   json_client quote SEED N   N random byte strings, one line each: their hex, a tab, and
  *                              recap's JSON string of them (src/base/json.c)
+ *   json_client array SEED N   N random lists of names (no NUL), each written as a JSON array
+ *                              into every size from 0 to 4 past what it needs
+ *                              (recap__json_array): a line each, the size, a tab, the names' hex
+ *                              joined by commas, a tab, how many were left out, a tab, the array;
+ *                              exits 1 if a byte past the size changed
  *   json_client names HEX...   creates a framework generator named by each HEX's bytes, destroys
  *                              it, exits: the RECAP_REPORT line (when set) lists the names
  */
@@ -70,6 +75,55 @@ static int quote(uint64_t seed, long count)
     return 0;
 }
 
+static int array(uint64_t seed, long count)
+{
+    /* 12 names of up to 32 bytes, each byte escaped to at most 6, with quotes and commas */
+    enum { CANARY = 16, NAMES = 12 * 33, MOST = 12 * (32 * 6 + 3) + 3 };
+    unsigned char canary[CANARY], b[32];
+    char names[NAMES], out[MOST + CANARY];
+    size_t len, cap, i, need;
+    long k;
+
+    memset(canary, 0xa5, sizeof(canary));
+    rng = seed | 1;
+    for (k = 0; k < count; k++) {
+        size_t count_names = 1 + next() % 12;
+
+        for (len = 0, i = 0; i < count_names; i++) {
+            size_t n = random_bytes(b, sizeof(b)), j;
+            for (j = 0; j < n; j++)
+                if (b[j] != 0)
+                    names[len++] = (char)b[j];
+            names[len++] = '\0';
+        }
+        if (recap__json_array(out, MOST, names, len) != 0)
+            return 1; /* MOST holds any list this makes */
+        need = strlen(out) + 1;
+        for (cap = 0; cap <= need + 4; cap++) {
+            size_t left_out;
+
+            memset(out, 0xa5, sizeof(out));
+            left_out = recap__json_array(out, cap, names, len);
+            if (memcmp(out + cap, canary, CANARY) != 0) {
+                fprintf(stderr, "json_client: recap__json_array wrote past %zu bytes\n", cap);
+                return 1;
+            }
+            if (cap > 0 && memchr(out, '\0', cap) == NULL) {
+                fprintf(stderr, "json_client: no NUL within %zu bytes\n", cap);
+                return 1;
+            }
+            printf("%zu\t", cap);
+            for (i = 0; i < len; i++)
+                if (names[i] != '\0')
+                    printf("%02x", (unsigned char)names[i]);
+                else if (i + 1 < len)
+                    putchar(',');
+            printf("\t%zu\t%s\n", left_out, cap > 0 ? out : "");
+        }
+    }
+    return 0;
+}
+
 static int names(int argc, char **argv)
 {
     uint8_t state[RECAP_STATE_BYTES] = {0};
@@ -99,8 +153,10 @@ int main(int argc, char **argv)
 {
     if (argc == 4 && strcmp(argv[1], "quote") == 0)
         return quote(strtoull(argv[2], NULL, 0), atol(argv[3]));
+    if (argc == 4 && strcmp(argv[1], "array") == 0)
+        return array(strtoull(argv[2], NULL, 0), atol(argv[3]));
     if (argc >= 2 && strcmp(argv[1], "names") == 0)
         return names(argc - 2, argv + 2);
-    fprintf(stderr, "usage: json_client quote SEED N | names HEX...\n");
+    fprintf(stderr, "usage: json_client quote SEED N | array SEED N | names HEX...\n");
     return 2;
 }

@@ -2,7 +2,9 @@
 /*
  * Output that stays valid: every string recap writes into JSON, whatever its bytes (control
  * characters, quotes, backslashes, invalid UTF-8), comes out as valid UTF-8 JSON, checked by
- * Python's strict parser (tests/json_check.py): recap's JSON strings of random bytes, the
+ * Python's strict parser (tests/json_check.py): recap's JSON strings of random bytes, lists of
+ * random names as arrays in every size up to what they need (whole names, nothing written past
+ * the size), the
  * RECAP_REPORT line of a process whose framework generators have random byte names (one line, a
  * `schema` field, `frameworks` an array), recap-probe --json with RECAP_* values of random
  * bytes, and recap-probe --json --run of such a process. Seeds come from RECAP_TEST_SEED.
@@ -32,6 +34,12 @@ static void check(const char *args)
 START_TEST(strings_of_random_bytes_are_valid_json)
 {
     check("quote " CLIENT);
+}
+END_TEST
+
+START_TEST(arrays_of_random_names_hold_whole_names_in_any_size)
+{
+    check("array " CLIENT);
 }
 END_TEST
 
@@ -69,6 +77,7 @@ int main(void)
 
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, strings_of_random_bytes_are_valid_json);
+    tcase_add_test(tc, arrays_of_random_names_hold_whole_names_in_any_size);
     tcase_add_test(tc, report_line_of_random_framework_names_is_valid_json);
     tcase_add_test(tc, probe_json_of_random_settings_is_valid_json);
     /* --run preloads librecap into another program: not a sanitizer-built one, whose runtime

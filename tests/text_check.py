@@ -5,9 +5,11 @@
                                      message and framework and state names (tests/log_line_client):
                                      every stderr line is one of recap's (its prefix), valid UTF-8
                                      with no control character, one line per message
-  text_check.py flagged CLIENT SEED  N (0..40) unknown RECAP_* variables of random lengths: the
-                                     RECAP_REPORT line's settings_flagged holds whole names of the
-                                     environment only, and listed + settings_flagged_left_out == N
+  text_check.py flagged CLIENT SEED  N unknown RECAP_* variables of random lengths (0..40 of
+                                     any, then sets that fill the list to near its end):
+                                     the RECAP_REPORT line's settings_flagged holds whole names of
+                                     the environment only, and listed + settings_flagged_left_out
+                                     == N
 
 The seed is printed on failure; RECAP_TEST_SEED=N reruns one.
 """
@@ -81,15 +83,40 @@ def log(client, seed):
         check_lines(seed, p.stderr, int(p.stdout), "framework and state names")
 
 
+ALPHABET = "ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_"
+LIST_ROOM = 1000  # a list's array in the report, with its NUL (hooks/report.c)
+
+
+def flagged_name(rng, length):
+    """RECAP_ZQ and `length` random characters: no row of src/base/settings.c starts so."""
+    return "RECAP_ZQ" + "".join(rng.choice(ALPHABET) for _ in range(length))
+
+
+def flagged_sets(rng):
+    """Lists of distinct names: random ones, then lists whose JSON arrays end near the 1000 bytes
+    the report gives them: four names of 200 characters, a fifth of 150 to 220 through the sweep,
+    then short ones (in the order the libtool wrapper's shell passes them on, so on which byte
+    each ends varies; tests/test_json.c's arrays cross every byte)."""
+    for _ in range(6):
+        names = []
+        for _ in range(rng.randint(0, 40)):
+            name = flagged_name(rng, rng.randint(0, 192))
+            if name not in names:
+                names.append(name)
+        yield names
+    for fifth in range(150 - 8, 221 - 8):
+        names = [flagged_name(rng, 192) for _ in range(4)] + [flagged_name(rng, fifth)]
+        while len(names) < 8:
+            name = flagged_name(rng, rng.randint(0, 3))
+            if name not in names:
+                names.append(name)
+        yield names
+
+
 def flagged(client, seed):
     rng = random.Random(seed)
-    alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_"
-    for _ in range(6):
-        n = rng.randint(0, 40)
-        names = set()
-        while len(names) < n:  # RECAP_ZQ: no row of src/base/settings.c starts so
-            names.add("RECAP_ZQ" + "".join(rng.choice(alphabet)
-                                            for _ in range(rng.randint(0, 192))))
+    for names in flagged_sets(rng):
+        n = len(names)
         env = {k: v for k, v in os.environ.items() if not k.startswith("RECAP_")}
         env.update({name: "1" for name in names})
         with tempfile.TemporaryDirectory() as d:
@@ -97,12 +124,19 @@ def flagged(client, seed):
             p = subprocess.run([client, "1", "hello"], env=env, capture_output=True)
             if p.returncode != 0:
                 fail(seed, f"log_line_client: {p.returncode} {p.stderr[:500]!r}")
+            if not os.path.exists(env["RECAP_REPORT"]):
+                fail(seed, f"no report for {n} flagged: {p.stderr[:500]!r}")
             with open(env["RECAP_REPORT"], "rb") as f:
                 lines = f.read().decode("utf-8", errors="strict").splitlines()
         if len(lines) != 1:
             fail(seed, f"{len(lines)} report lines")
-        report = json.loads(lines[0])
+        try:
+            report = json.loads(lines[0])
+        except ValueError as e:
+            fail(seed, f"the report is not JSON ({e}): {lines[0][:2000]!r}")
         listed, left_out = report["settings_flagged"], report["settings_flagged_left_out"]
+        if len(json.dumps(listed, separators=(",", ":"))) >= LIST_ROOM:
+            fail(seed, f"settings_flagged's array outgrew its {LIST_ROOM} bytes: {listed!r}")
         for name in listed:
             if name not in names:
                 fail(seed, f"settings_flagged names {name!r}, not in the environment")

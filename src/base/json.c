@@ -91,3 +91,38 @@ size_t recap__json_quote(char *dst, size_t cap, const char *s, size_t len)
         dst[off < cap ? off : cap - 1] = '\0';
     return off;
 }
+
+size_t recap__json_array(char *buf, size_t cap, const char *names, size_t len)
+{
+    size_t off = 0, at, left_out = 0;
+
+    if (cap < 3) { /* not even "[]" and its NUL: every name is left out */
+        for (at = 0; at < len; at += strlen(names + at) + 1)
+            left_out++;
+        if (cap > 0)
+            buf[0] = '\0';
+        return left_out;
+    }
+    buf[off++] = '[';
+    for (at = 0; at < len; at += strlen(names + at) + 1) {
+        size_t sep = off > 1, room, n;
+
+        /* a full array leaves no room even for the separator, "]" and the NUL after */
+        if (off + sep + 2 >= cap) {
+            left_out++;
+            continue;
+        }
+        room = cap - off - sep - 2;
+        n = recap__json_quote(buf + off + sep, room + 1, names + at, strlen(names + at));
+        if (n > room) {
+            left_out++;
+            continue;
+        }
+        if (sep)
+            buf[off] = ',';
+        off += sep + n;
+    }
+    buf[off++] = ']';
+    buf[off] = '\0';
+    return left_out;
+}

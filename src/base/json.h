@@ -15,6 +15,11 @@
  * cap bytes like snprintf). Returns the literal's whole length, which may exceed cap - 1. */
 size_t recap__json_quote(char *dst, size_t cap, const char *s, size_t len);
 
+/* The names (each ended by a NUL, len bytes in all) as a JSON array of strings in buf (cap bytes,
+ * its NUL included; "" when cap < 3). Names are whole or left out: returns how many were left out.
+ * A shorter name after one left out may still fit. */
+size_t recap__json_array(char *buf, size_t cap, const char *names, size_t len);
+
 /* Length of the valid UTF-8 sequence at s (at most len bytes), or 0 when s[0] does not start one;
  * *bad_p then gets how many bytes make its maximal invalid subpart (at least 1). */
 size_t recap__utf8_seq(const unsigned char *s, size_t len, size_t *bad_p);
