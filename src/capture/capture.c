@@ -38,7 +38,6 @@ struct recap__capture {
     struct recap__capture *next;
 };
 
-int recap__ncaptures;
 static pthread_mutex_t caps_lock = PTHREAD_MUTEX_INITIALIZER;
 static recap__capture_t *caps_head;
 static _Thread_local recap__capture_t *thread_cap;
@@ -121,7 +120,8 @@ static capture_entry_t *entry_of(recap__capture_t *c, recap__genstate_t *gs, int
 recap_status_t recap__capture_draw(recap__capture_t *cap, recap__genstate_t *gs, uint64_t inc,
                                    recap_philox_args_t *args)
 {
-    uint64_t slot = __atomic_load_n(&gs->slot, __ATOMIC_ACQUIRE);
+    recap__genstate_capture_t *cx = recap__capture_part(gs);
+    uint64_t slot = cx != NULL ? cx->slot : 0;
     capture_entry_t *e;
 
     if (gs->device != cap->device)
@@ -177,7 +177,7 @@ static recap__capture_t *capture_of_state(recap__genstate_t *gs, int create, cap
     }
     c = thread_cap;
     if (create && c != NULL && c->device == gs->device &&
-        __atomic_load_n(&gs->slot, __ATOMIC_ACQUIRE) != 0) {
+        recap__capture_part(gs) != NULL) {
         recap__lock(&c->lock);
         if ((*e_p = entry_of(c, gs, 1)) != NULL)
             return c;
@@ -340,7 +340,7 @@ static recap_status_t capture_advance_node(recap__capture_t *c)
         for (; i < c->n && p.count < RECAP_SLOTS_PER_LAUNCH; i++) {
             if (c->e[i].rel == 0)
                 continue;
-            p.slot[p.count] = c->e[i].gs->slot;
+            p.slot[p.count] = recap__capture_part(c->e[i].gs)->slot;
             p.inc[p.count] = c->e[i].rel;
             p.count++;
         }

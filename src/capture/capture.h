@@ -2,8 +2,9 @@
 /*
  * The capture module (internal): one event stream in (capture will begin / began / will end /
  * ended, graph instantiated / cloned / destroyed, exec destroyed, graph will launch), fed by the
- * public recap_capture_* calls and by the hook front ends; and the queries the RNG layer makes
- * when it hands out Philox arguments. What the other folders use; the folder's own plumbing
+ * public recap_capture_* calls and by the hook front ends; and the answers to the RNG layer's
+ * questions when it hands out Philox arguments, which rng/ reaches through the port capture/
+ * installs (rng/port.h, capture/port.c). What the other folders use; the folder's own plumbing
  * between its files is capture/internal.h.
  */
 #ifndef RECAP_CAPTURE_CAPTURE_H
@@ -15,45 +16,14 @@
 #include "base/atfork.h"
 #include "recap.h"
 #include "rng/generator.h"
-
-/* ---- device slots and priming (slots.c) */
-
-/* Registers a device generator state so priming finds it; unregisters and frees its slot. */
-void recap__slots_register(recap__genstate_t *gs);
-void recap__slots_unregister(recap__genstate_t *gs);
+#include "rng/port.h"
 
 /* ---- captures (capture.c) */
 
 typedef struct recap__capture recap__capture_t;
 
-/* Captures recap knows to be running in the process: 0 makes every capture check one load. */
-extern int recap__ncaptures;
-static inline int recap__captures_running(void)
-{
-    return __atomic_load_n(&recap__ncaptures, __ATOMIC_RELAXED) != 0;
-}
 /* The capture the calling thread reported (began) and has not ended, or NULL. */
 recap__capture_t *recap__capture_of_thread(void);
-/* The recap capture recording `stream`: *cap_p = NULL when the stream is not capturing.
- * RECAP_ERR_NOT_REGISTERED when it captures but recap was never told of that capture. */
-recap_status_t recap__capture_of_stream(CUstream stream, recap__capture_t **cap_p);
-/* Hands out captured Philox arguments for `inc` values per thread from gs (locked by caller):
- * RECAP_ERR_NOT_REGISTERED when gs was not primed. */
-recap_status_t recap__capture_draw(recap__capture_t *cap, recap__genstate_t *gs, uint64_t inc,
-                                   recap_philox_args_t *args);
-/* gs's offset relative to the running capture it takes part in (the calling thread's first, then
- * any other thread's): snapshots and forks inside a capture save and restore capture-relative
- * offsets, also from a framework's backward worker threads. Returns 1 and sets *rel when gs is
- * in a running capture. */
-int recap__capture_rel_get(recap__genstate_t *gs, uint64_t *rel);
-/* Sets gs's capture-relative offset in the capture it takes part in (or the calling thread's,
- * creating its entry when gs is primed). A seed change cannot be replayed, nor an offset below
- * the launch's base (`before`: rel is negative): either marks that capture as failed, with the
- * reason recap_capture_ended reports. Returns 1 when handled, 0 when no capture applies. */
-int recap__capture_rel_set(recap__genstate_t *gs, uint64_t rel, int seed_changed, int before);
-/* Whether gs's value was set inside the running capture it takes part in: from then on its
- * value is the capture's, which an eager draw (a stream not capturing) cannot follow. */
-int recap__capture_moved(recap__genstate_t *gs);
 
 /* ---- graphs (graphs.c) */
 
@@ -97,7 +67,7 @@ uint64_t recap__events_subscribed(void);
 
 /* ---- fork handlers (called by src/process/atfork.c) */
 void recap__capture_probe_atfork(recap__atfork_t when); /* probe.c */
-void recap__slots_atfork(recap__atfork_t when);
+void recap__slots_atfork(recap__atfork_t when);    /* slots.c: the slot pools */
 void recap__capture_atfork(recap__atfork_t when);
 void recap__graphs_atfork(recap__atfork_t when);
 void recap__compose_atfork(recap__atfork_t when);       /* compose.c */

@@ -310,14 +310,15 @@ static recap_status_t advance(recap__rng_record_t *r, recap_graph_exec_t exec, C
     recap__lock_section_enter();
     for (i = 0; i < r->n; i++) {
         recap__genstate_t *gs = r->e[i].gs;
+        recap__genstate_capture_t *cx = recap__capture_part(gs); /* a record's states are primed */
         uint64_t seed, base;
 
         /* Another stream than this state's last launch: order after it (launch_order.c). One
          * comparison in steady state. */
-        if (__builtin_expect(!__atomic_load_n(&gs->launched, __ATOMIC_RELAXED) ||
-                             __atomic_load_n(&gs->launch_stream, __ATOMIC_RELAXED) !=
+        if (__builtin_expect(!__atomic_load_n(&cx->launched, __ATOMIC_RELAXED) ||
+                             __atomic_load_n(&cx->launch_stream, __ATOMIC_RELAXED) !=
                                  (void *)stream, 0)) {
-            if (__atomic_load_n(&gs->launched, __ATOMIC_RELAXED)) {
+            if (__atomic_load_n(&cx->launched, __ATOMIC_RELAXED)) {
                 recap_status_t ost;
 
                 recap__lock_section_leave();
@@ -326,27 +327,27 @@ static recap_status_t advance(recap__rng_record_t *r, recap_graph_exec_t exec, C
                 if (ost != RECAP_OK)
                     st = ost;
             }
-            __atomic_store_n(&gs->launch_stream, (void *)stream, __ATOMIC_RELAXED);
-            __atomic_store_n(&gs->launched, 1, __ATOMIC_RELAXED);
+            __atomic_store_n(&cx->launch_stream, (void *)stream, __ATOMIC_RELAXED);
+            __atomic_store_n(&cx->launched, 1, __ATOMIC_RELAXED);
         }
-        if (__builtin_expect(__atomic_load_n(&gs->multi_stream, __ATOMIC_RELAXED), 0)) {
+        if (__builtin_expect(__atomic_load_n(&cx->multi_stream, __ATOMIC_RELAXED), 0)) {
             /* until recap_graph_launched records it after this launch */
-            __atomic_store_n(&gs->event_valid, 0, __ATOMIC_RELAXED);
+            __atomic_store_n(&cx->event_valid, 0, __ATOMIC_RELAXED);
             recap__launch_needs_events = 1;
         }
-        recap__lock_in_section(&gs->slot_lock);
+        recap__lock_in_section(&cx->slot_lock);
         seed = __atomic_load_n(&gs->seed, __ATOMIC_RELAXED);
         base = __atomic_fetch_add(&gs->offset, r->e[i].inc, __ATOMIC_RELAXED);
-        if (!gs->slot_valid || gs->slot_seed != seed || gs->slot_offset != base) {
-            p.slot[p.count] = gs->slot;
+        if (!cx->slot_valid || cx->slot_seed != seed || cx->slot_offset != base) {
+            p.slot[p.count] = cx->slot;
             p.seed[p.count] = seed;
             p.offset[p.count] = base;
             p.count++;
         }
-        gs->slot_seed = seed;
-        gs->slot_offset = base + r->e[i].inc; /* after the graph's own advance node */
-        gs->slot_valid = 1;
-        recap__unlock_in_section(&gs->slot_lock);
+        cx->slot_seed = seed;
+        cx->slot_offset = base + r->e[i].inc; /* after the graph's own advance node */
+        cx->slot_valid = 1;
+        recap__unlock_in_section(&cx->slot_lock);
         if (p.count == RECAP_SLOTS_PER_LAUNCH || (i + 1 == r->n && p.count > 0)) {
             recap_status_t wst;
 
@@ -404,9 +405,11 @@ recap_status_t recap_graph_launch_failed(recap_graph_exec_t exec)
     if (r == NULL)
         return RECAP_OK;
     for (i = 0; i < r->n; i++) {
-        recap__lock(&r->e[i].gs->slot_lock);
-        r->e[i].gs->slot_valid = 0;
-        recap__unlock(&r->e[i].gs->slot_lock);
+        recap__genstate_capture_t *cx = recap__capture_part(r->e[i].gs);
+
+        recap__lock(&cx->slot_lock);
+        cx->slot_valid = 0;
+        recap__unlock(&cx->slot_lock);
     }
     recap__record_unref(r);
     return RECAP_OK;
@@ -428,7 +431,7 @@ recap_status_t recap_graph_launched(recap_graph_exec_t exec, recap_stream_t stre
     if (r == NULL)
         return RECAP_OK;
     for (i = 0; i < r->n; i++)
-        if (__atomic_load_n(&r->e[i].gs->multi_stream, __ATOMIC_RELAXED)) {
+        if (__atomic_load_n(&recap__capture_part(r->e[i].gs)->multi_stream, __ATOMIC_RELAXED)) {
             recap_status_t rst = recap__compose_record_after(r->e[i].gs, (CUstream)stream);
             if (rst != RECAP_OK)
                 st = rst;

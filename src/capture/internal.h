@@ -10,9 +10,57 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "base/lock.h"
 #include "capture/capture.h"
 #include "recap.h"
 #include "rng/generator.h"
+
+/* ---- a device state's capture part (rng/generator.h's `capture`), made when a capture primes
+ * the state (slots.c) and gone with the state (port.c's state_gone). `slot` is the device
+ * address of its 16 bytes {seed, base offset} that captured kernels read; slot_seed/slot_offset
+ * are what the slot will hold once the work launched so far has run, so a launch rewrites the
+ * slot only when they differ from the host values. slot_lock serializes the launches' slot
+ * bookkeeping only. Launch ordering across streams (launch_order.c): the stream of the last
+ * launch that drew from the state; once launches moved between streams, an event recorded after
+ * each. */
+typedef struct recap__genstate_capture {
+    uint64_t slot;
+    recap__lock_t slot_lock;
+    uint64_t slot_seed, slot_offset;
+    int slot_valid;
+    void *launch_stream;
+    void *launch_event;
+    int launched, multi_stream, event_valid;
+} recap__genstate_capture_t;
+
+/* gs's capture part, NULL until primed. */
+static inline recap__genstate_capture_t *recap__capture_part(const recap__genstate_t *gs)
+{
+    return __atomic_load_n(&gs->capture, __ATOMIC_ACQUIRE);
+}
+
+/* ---- the RNG layer's questions (capture.c), answered through the port (port.c) */
+
+/* The recap capture recording `stream`: *cap_p = NULL when the stream is not capturing.
+ * RECAP_ERR_NOT_REGISTERED when it captures but recap was never told of that capture. */
+recap_status_t recap__capture_of_stream(CUstream stream, recap__capture_t **cap_p);
+/* Hands out captured Philox arguments for `inc` values per thread from gs (locked by caller):
+ * RECAP_ERR_NOT_REGISTERED when gs was not primed. */
+recap_status_t recap__capture_draw(recap__capture_t *cap, recap__genstate_t *gs, uint64_t inc,
+                                   recap_philox_args_t *args);
+/* gs's offset relative to the running capture it takes part in (the calling thread's first, then
+ * any other thread's): snapshots and forks inside a capture save and restore capture-relative
+ * offsets, also from a framework's backward worker threads. Returns 1 and sets *rel when gs is
+ * in a running capture. */
+int recap__capture_rel_get(recap__genstate_t *gs, uint64_t *rel);
+/* Sets gs's capture-relative offset in the capture it takes part in (or the calling thread's,
+ * creating its entry when gs is primed). A seed change cannot be replayed, nor an offset below
+ * the launch's base (`before`: rel is negative): either marks that capture as failed, with the
+ * reason recap_capture_ended reports. Returns 1 when handled, 0 when no capture applies. */
+int recap__capture_rel_set(recap__genstate_t *gs, uint64_t rel, int seed_changed, int before);
+/* Whether gs's value was set inside the running capture it takes part in: from then on its
+ * value is the capture's, which an eager draw (a stream not capturing) cannot follow. */
+int recap__capture_moved(recap__genstate_t *gs);
 
 /* ---- device slots (slots.c) */
 
@@ -21,6 +69,8 @@
 recap_status_t recap__slots_prime(int device);
 /* The live device state whose slot is `slot`, referenced (NULL when none). */
 recap__genstate_t *recap__slots_state_of(uint64_t slot);
+/* A released state's capture part goes: its event, its slot back to the pool. */
+void recap__slots_state_gone(recap__genstate_t *gs);
 
 /* ---- graphs (graphs.c) */
 

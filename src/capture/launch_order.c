@@ -23,6 +23,7 @@ __thread int recap__launch_needs_events __attribute__((tls_model("initial-exec")
 
 recap_status_t recap__compose_order(recap__genstate_t *gs, CUstream stream)
 {
+    recap__genstate_capture_t *cx = recap__capture_part(gs);
     const recap__driver_t *drv;
     const recap__device_t *dev;
     recap_status_t st;
@@ -32,8 +33,8 @@ recap_status_t recap__compose_order(recap__genstate_t *gs, CUstream stream)
     st = recap__device_enter(gs->device, &dev, &drv, &pushed);
     if (st != RECAP_OK)
         return st;
-    if (__atomic_load_n(&gs->event_valid, __ATOMIC_ACQUIRE) && drv->cuStreamWaitEvent != NULL) {
-        rc = drv->cuStreamWaitEvent(stream, (CUevent)__atomic_load_n(&gs->launch_event,
+    if (__atomic_load_n(&cx->event_valid, __ATOMIC_ACQUIRE) && drv->cuStreamWaitEvent != NULL) {
+        rc = drv->cuStreamWaitEvent(stream, (CUevent)__atomic_load_n(&cx->launch_event,
                                                                      __ATOMIC_ACQUIRE), 0);
     } else if (drv->cuCtxSynchronize != NULL) {
         CUstreamCaptureMode mode = CU_STREAM_CAPTURE_MODE_RELAXED;
@@ -42,13 +43,13 @@ recap_status_t recap__compose_order(recap__genstate_t *gs, CUstream stream)
         rc = drv->cuCtxSynchronize();
         if (drv->has_graphs)
             drv->cuThreadExchangeStreamCaptureMode(&mode);
-        if (!__atomic_load_n(&gs->multi_stream, __ATOMIC_RELAXED))
+        if (!__atomic_load_n(&cx->multi_stream, __ATOMIC_RELAXED))
             recap__log(RECAP_LOG_INFO, "generator state %p: graph launches on streams %p and %p; "
                        "ordered by recap from now on", (void *)gs,
-                       __atomic_load_n(&gs->launch_stream, __ATOMIC_RELAXED), (void *)stream);
+                       __atomic_load_n(&cx->launch_stream, __ATOMIC_RELAXED), (void *)stream);
     }
     recap__ctx_leave(pushed);
-    __atomic_store_n(&gs->multi_stream, 1, __ATOMIC_RELAXED);
+    __atomic_store_n(&cx->multi_stream, 1, __ATOMIC_RELAXED);
     return rc == CUDA_SUCCESS ? RECAP_OK
                               : recap__cuda_fail(rc, "ordering a graph launch after the last one "
                                                      "on another stream");
@@ -56,6 +57,7 @@ recap_status_t recap__compose_order(recap__genstate_t *gs, CUstream stream)
 
 recap_status_t recap__compose_record_after(recap__genstate_t *gs, CUstream stream)
 {
+    recap__genstate_capture_t *cx = recap__capture_part(gs);
     const recap__driver_t *drv;
     const recap__device_t *dev;
     recap_status_t st;
@@ -69,26 +71,27 @@ recap_status_t recap__compose_record_after(recap__genstate_t *gs, CUstream strea
     if (st != RECAP_OK)
         return st;
     rc = CUDA_SUCCESS;
-    recap__lock(&gs->slot_lock); /* one event per state, created once */
-    if (gs->launch_event == NULL) {
+    recap__lock(&cx->slot_lock); /* one event per state, created once */
+    if (cx->launch_event == NULL) {
         CUevent ev = NULL;
         rc = drv->cuEventCreate(&ev, CU_EVENT_DISABLE_TIMING);
-        __atomic_store_n(&gs->launch_event, (void *)ev, __ATOMIC_RELEASE);
+        __atomic_store_n(&cx->launch_event, (void *)ev, __ATOMIC_RELEASE);
     }
     if (rc == CUDA_SUCCESS)
-        rc = drv->cuEventRecord((CUevent)gs->launch_event, stream);
-    recap__unlock(&gs->slot_lock);
+        rc = drv->cuEventRecord((CUevent)cx->launch_event, stream);
+    recap__unlock(&cx->slot_lock);
     recap__ctx_leave(pushed);
-    __atomic_store_n(&gs->event_valid, rc == CUDA_SUCCESS, __ATOMIC_RELEASE);
+    __atomic_store_n(&cx->event_valid, rc == CUDA_SUCCESS, __ATOMIC_RELEASE);
     return rc == CUDA_SUCCESS ? RECAP_OK : recap__cuda_fail(rc, "recording a graph launch's event");
 }
 
 void recap__compose_state_gone(recap__genstate_t *gs)
 {
+    recap__genstate_capture_t *cx = recap__capture_part(gs);
     const recap__driver_t *drv;
 
-    if (gs->launch_event != NULL && recap__driver_get(&drv) == RECAP_OK &&
+    if (cx->launch_event != NULL && recap__driver_get(&drv) == RECAP_OK &&
         drv->cuEventDestroy != NULL)
-        drv->cuEventDestroy((CUevent)gs->launch_event);
-    gs->launch_event = NULL;
+        drv->cuEventDestroy((CUevent)cx->launch_event);
+    cx->launch_event = NULL;
 }

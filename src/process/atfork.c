@@ -10,6 +10,7 @@
 #include "driver/driver.h"
 #include "hooks/hooks.h"
 #include "rng/generator.h"
+#include "rng/registry.h"
 #include "tracker/tracker.h"
 
 /* The process layer, above every other: fork() handling is the one place that knows each
@@ -21,8 +22,9 @@ static void (*const handlers[])(recap__atfork_t) = {
     recap__fw_atfork,
     recap__cupti_atfork,
     recap__hooks_atfork,
-    recap__compose_atfork, /* compose.c takes the slot registry's lock inside its own */
-    recap__slots_atfork,         recap__device_atfork,
+    /* compose.c takes the slot pool's and the state registry's locks inside its own; priming
+     * the registry's inside the pool's */
+    recap__compose_atfork, recap__slots_atfork, recap__genstates_atfork, recap__device_atfork,
     recap__capture_atfork,       recap__graphs_atfork,          recap__events_atfork,
     recap__handle_atfork,        recap__log_atfork,             recap__lock_atfork,
 };

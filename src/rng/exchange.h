@@ -15,8 +15,8 @@
 #define RECAP_RNG_EXCHANGE_H
 
 #include "base/lock.h"
-#include "capture/capture.h"
 #include "rng/generator.h"
+#include "rng/port.h"
 
 /* Under the generator's lock: takes the generator for `claim` (NULL: nothing to take); 0 when
  * another tracker holds it, named in *holder_p when holder_p is not NULL (the holder seen: it

@@ -20,6 +20,7 @@
 #include "base/log.h"
 #include "base/text.h"
 #include "rng/generator.h"
+#include "rng/port.h"
 
 struct recap__fw {
     recap_framework_ops_t ops;
@@ -415,7 +416,7 @@ recap_status_t recap_generator_needs_registration(recap_generator_h gen, int *ne
     RECAP_CHECK_ARG(needs_p != NULL, "needs_p is NULL");
     RECAP_CHECK_NOT_IN_FRAMEWORK_OP("recap_generator_needs_registration");
     if (gen->fw == NULL)
-        return recap_capture_needs_registration(needs_p);
+        return recap__port->needs_registration(needs_p);
     if (gen->fw->ops.needs_registration == NULL)
         return recap__fail(RECAP_ERR_UNSUPPORTED, "framework generator \"%s\" does not say "
                            "whether its framework needs registration (no needs_registration "

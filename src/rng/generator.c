@@ -6,10 +6,11 @@
 
 #include "base/error.h"
 #include "base/handle.h"
-#include "capture/capture.h"
 #include "driver/driver.h"
 #include "rng/exchange.h"
 #include "rng/generator.h"
+#include "rng/port.h"
+#include "rng/registry.h"
 
 recap__genstate_t *recap__genstate_new(int device, uint64_t seed, uint64_t offset)
 {
@@ -21,7 +22,8 @@ recap__genstate_t *recap__genstate_new(int device, uint64_t seed, uint64_t offse
     s->device = device;
     s->seed = seed;
     s->offset = offset;
-    recap__slots_register(s);
+    if (device >= 0)
+        recap__genstates_add(s);
     return s;
 }
 
@@ -35,8 +37,10 @@ void recap__genstate_unref(recap__genstate_t *s)
     if (s != NULL && __atomic_sub_fetch(&s->refs, 1, __ATOMIC_ACQ_REL) == 0) {
         if (s->fw != NULL) {
             recap__fw_state_release(s);
-        } else {
-            recap__slots_unregister(s);
+        } else if (s->device >= 0) {
+            recap__genstates_remove(s); /* first: priming and slot lookups no longer find it */
+            if (__atomic_load_n(&s->capture, __ATOMIC_ACQUIRE) != NULL)
+                recap__port->state_gone(s);
         }
         free(s);
     }
@@ -165,7 +169,7 @@ static recap_status_t get_value(recap__genstate_t *gs, uint64_t *seed, uint64_t 
         return recap__fw_state_get(gs, seed, offset);
     *seed = load64(&gs->seed);
     *offset = load64(&gs->offset);
-    if (in_capture(gs) && recap__capture_rel_get(gs, &rel))
+    if (in_capture(gs) && recap__port->rel_get(gs, &rel))
         *offset += rel;
     return RECAP_OK;
 }
@@ -176,7 +180,7 @@ static recap_status_t set_value(recap__genstate_t *gs, uint64_t seed, uint64_t o
         return recap__fw_state_set(gs, seed, offset);
     if (in_capture(gs)) {
         uint64_t base = load64(&gs->offset);
-        if (recap__capture_rel_set(gs, offset - base, seed != load64(&gs->seed), offset < base))
+        if (recap__port->rel_set(gs, offset - base, seed != load64(&gs->seed), offset < base))
             return RECAP_OK;
     }
     store64(&gs->seed, seed);
@@ -437,7 +441,7 @@ static recap_status_t draw_framework(recap_generator_h gen, uint64_t inc, recap_
 recap_status_t recap__generator_draw(recap_generator_h gen, recap_stream_t stream, uint64_t inc,
                                      recap_philox_args_t *args)
 {
-    recap__capture_t *cap = NULL;
+    struct recap__capture *cap = NULL;
     recap__genstate_t *gs;
     recap_status_t st = RECAP_OK;
 
@@ -446,7 +450,7 @@ recap_status_t recap__generator_draw(recap_generator_h gen, recap_stream_t strea
         st = recap__stream_check_device((CUstream)stream, gen->device);
         if (st != RECAP_OK)
             return st;
-        st = recap__capture_of_stream((CUstream)stream, &cap);
+        st = recap__port->of_stream(stream, &cap);
         if (st != RECAP_OK && (gen->fw == NULL || st != RECAP_ERR_NOT_REGISTERED))
             return st;
     }
@@ -459,8 +463,8 @@ recap_status_t recap__generator_draw(recap_generator_h gen, recap_stream_t strea
     }
     gs = lock_state(gen);
     if (cap != NULL) {
-        st = recap__capture_draw(cap, gs, inc, args);
-    } else if (in_capture(gs) && recap__capture_moved(gs)) {
+        st = recap__port->draw(cap, gs, inc, args);
+    } else if (in_capture(gs) && recap__port->moved(gs)) {
         /* Its value (get_state, snapshots) is the capture's while the capture runs; an eager
          * draw uses the launches' base, so the value read would not be the one drawn. */
         st = recap__fail(RECAP_ERR_STATE, "eager draw (stream %p is not capturing) from a "

@@ -17,15 +17,14 @@
  * in (PyTorch's graphsafe_set_state): draws through the generator advance the named state, and
  * graphs hold the states they drew from.
  *
- * A device state also owns a device slot once primed (capture/slots.c): 16 bytes {seed, base
- * offset} that captured kernels read. slot_seed/slot_offset are what the slot will hold once the
- * work launched so far has run; a launch rewrites the slot only when they differ from the host
- * values.
+ * A device state that takes part in captures has a capture part, which capture/ owns (its device
+ * slot, the launches' bookkeeping: capture/internal.h): NULL until a capture primes the state,
+ * set once and read with acquire; rng never looks inside it, and hands it to capture/ through the
+ * port (rng/port.h) when the state is released.
  *
  * seed and offset are read and written with atomic operations: draws through a generator hold
  * the generator's lock (which also fixes which state is installed), graph launches add their
- * increments with an atomic add, so neither needs a lock of the state. slot_lock serializes the
- * launches' slot bookkeeping only.
+ * increments with an atomic add, so neither needs a lock of the state.
  */
 struct recap__fw;
 
@@ -38,16 +37,8 @@ typedef struct recap__genstate {
     void *fobj;
     uint64_t seed;
     uint64_t offset;
-    uint64_t slot; /* device address, 0 until primed; set once, read with acquire */
-    recap__lock_t slot_lock;
-    uint64_t slot_seed, slot_offset;
-    int slot_valid;
-    /* Launch ordering across streams (capture/launch_order.c): the stream of the last launch that
-     * drew from this state; once launches moved between streams, an event recorded after each. */
-    void *launch_stream;
-    void *launch_event;
-    int launched, multi_stream, event_valid;
-    struct recap__genstate *reg_prev, *reg_next; /* registry of device states (priming) */
+    struct recap__genstate_capture *capture; /* capture/'s part, opaque here */
+    struct recap__genstate *reg_prev, *reg_next; /* live device states (rng/registry.c) */
 } recap__genstate_t;
 
 /* `lock` protects which state is installed and orders draws through this generator; a tracker
