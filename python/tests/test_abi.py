@@ -2,6 +2,7 @@
 """The package's C declarations against include/recap.h: every constant, structure field and
 function prototype the package uses must be the header's (no GPU, no torch needed)."""
 import ctypes
+import glob
 import os
 import re
 import unittest
@@ -9,15 +10,15 @@ import unittest
 from recap import _abi
 
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
-# recap.h and the headers it includes (philox and the add-ons: probe, plain, nccl): the source
+# recap.h and the headers it includes (every include/recap/*.h: philox, the core's parts, the
+# add-ons): the source
 # tree's, or where the tests run away from one (an installed sdist or wheel), the copy the package
 # ships (recap/include).
 INCLUDE = os.path.join(ROOT, "include")
 if not os.path.exists(os.path.join(INCLUDE, "recap.h")):
     INCLUDE = os.path.join(os.path.dirname(os.path.abspath(_abi.__file__)), "include")
-HEADERS = [os.path.join(INCLUDE, "recap.h")] + [
-    os.path.join(INCLUDE, "recap", h)
-    for h in ("philox.h", "probe.h", "plain.h", "nccl.h")]
+HEADERS = [os.path.join(INCLUDE, "recap.h")] + sorted(
+    glob.glob(os.path.join(INCLUDE, "recap", "*.h")))
 
 
 def _source():
