@@ -7,7 +7,7 @@
 #  1. every exported symbol is at the map's node of its name, as that node's default version and
 #     at no other version, or is InitializeInjection, unversioned; nothing else: librecap
 #     interposes nothing. The interposer object librecap-preload.so exports exactly the entry
-#     points the hooks interpose (hooks/interpose.h, plus cuGetProcAddress*, dlsym), unversioned;
+#     points the hooks interpose (src/hooks/interpose.h, plus cuGetProcAddress*, dlsym), unversioned;
 #  2. every name the map lists is exported at its node, and every function the public headers
 #     declare is in the map;
 #  3. the nodes are RECAP_<major>.0 to RECAP_<major>.<minor> of configure's ABI version, none
@@ -30,7 +30,7 @@ sed 's|/\*.*\*/||; /\/\*/,/\*\//d' "$map" | awk '
 [ -s "$tmp/map" ] || { echo "abi: no symbols read from $map"; exit 1; }
 
 # The interposed names.
-sed -n 's/^ *X([A-Z_]*, *\([a-zA-Z0-9_]*\),.*/\1/p' "$srcdir/hooks/interpose.h" >"$tmp/interposed"
+sed -n 's/^ *X([A-Z_]*, *\([a-zA-Z0-9_]*\),.*/\1/p' "$srcdir/src/hooks/interpose.h" >"$tmp/interposed"
 printf '%s\n' cuGetProcAddress cuGetProcAddress_v2 dlsym >>"$tmp/interposed"
 sort -o "$tmp/interposed" "$tmp/interposed"
 ${READELF:-readelf} --dyn-syms -W "$interposer" |

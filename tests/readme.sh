@@ -1,6 +1,6 @@
 #!/bin/sh
 # SPDX-License-Identifier: Apache-2.0
-# README.md says what the tree does: its list of interposed entry points is hooks/interpose.h's
+# README.md says what the tree does: its list of interposed entry points is src/hooks/interpose.h's
 # (scripts/interposed-list), its list of settings is src/base/settings.c's (scripts/settings-list)
 # and that table has a row for every RECAP_* variable the tree reads, and its install section
 # names every installed header.

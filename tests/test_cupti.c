@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * The CUPTI front end (hooks/cupti.c) without a GPU: recap subscribes to a fake libcupti
+ * The CUPTI front end (src/hooks/cupti.c) without a GPU: recap subscribes to a fake libcupti
  * (tests/double/fake_cupti.c, found through RECAP_CUPTI_PATH) and each test plays what the real CUPTI
  * reports around a host's driver call on the CUDA test double: the API entry callback, the
  * resource domain's callbacks, the real call, the API exit callback with the call's result.

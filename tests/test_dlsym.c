@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * The dlsym interposer with the names librecap exports (hooks/lookup.c): a program that knows
+ * The dlsym interposer with the names librecap exports (src/hooks/lookup.c): a program that knows
  * nothing of recap (tests/dlsym/client.c) run with and without LD_PRELOAD=librecap-preload.so. A shim's
  * RTLD_NEXT finds the next object, never the shim; a process without CUDA sees no CUDA symbol and
  * gets no driver loaded; lookups racing dlopen/dlclose do not crash; RTLD_NEXT stays cheap.

@@ -84,7 +84,7 @@ def log(client, seed):
 
 
 ALPHABET = "ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_"
-LIST_ROOM = 1000  # a list's array in the report, with its NUL (hooks/report.c)
+LIST_ROOM = 1000  # a list's array in the report, with its NUL (src/report/report.c)
 
 
 def flagged_name(rng, length):

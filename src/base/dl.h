@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* libc's dlsym, dlopen and dlclose. recap interposes dlsym itself when preloaded
- * (hooks/procaddress.c), so its own lookups go around that interposer; and the interposer runs
+ * (src/hooks/procaddress.c), so its own lookups go around that interposer; and the interposer runs
  * inside sanitizer runtimes' initialization (ASan and TSan resolve their interceptors through
  * dlsym(RTLD_NEXT)), where their dlopen and pthread_once interceptors cannot work yet, so it uses
  * these and nothing they intercept. */

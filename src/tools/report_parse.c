@@ -10,7 +10,7 @@
 #include <string.h>
 
 #include "base/json.h"
-#include "hooks/report.h"
+#include "report/report.h"
 #include "tools/report_parse.h"
 
 static const char *skip_ws(const char *p)
@@ -206,7 +206,7 @@ static int is_count(const char *v)
     return *v >= '0' && *v <= '9' && v[strspn(v, "0123456789")] == '\0';
 }
 
-/* How the processes' values of a field (its key, with quotes) make the command's: hooks/report.h
+/* How the processes' values of a field (its key, with quotes) make the command's: report/report.h
  * says; a field it does not list (another version's library) is summed when it is a count. */
 static int merge_of(const char *key, const char *value)
 {

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * recap-probe's reader of the RECAP_REPORT lines (hooks/report.h writes them): each line a flat
+ * recap-probe's reader of the RECAP_REPORT lines (report/report.h writes them): each line a flat
  * JSON object, summed over the processes of a --run command.
  */
 #ifndef RECAP_TOOLS_REPORT_PARSE_H

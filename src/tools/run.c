@@ -15,7 +15,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "hooks/report.h"
+#include "report/report.h"
 #include "recap.h"
 #include "tools/json.h"
 #include "tools/manual.h"

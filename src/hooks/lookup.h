@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * What dlsym answers for the CUDA names librecap exports, as the process would answer without
- * librecap (hooks/lookup.c says how). The dlsym interposer (hooks/procaddress.c) then hands out
+ * librecap (lookup.c says how). The dlsym interposer (procaddress.c) then hands out
  * recap's wrapper where that answer is the function the wrapper forwards to.
  */
 #ifndef RECAP_HOOKS_LOOKUP_H

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * LD_PRELOAD front end, CUDA runtime half: the graph entry points of a shared libcudart
- * (PyTorch calls these through its libcudart.so's dynamic symbols), listed in hooks/interpose.h.
+ * (PyTorch calls these through its libcudart.so's dynamic symbols), listed in interpose.h.
  * Each forwards to the real function and reports the event; recap interposes nothing else of
  * the runtime, so every other call pays nothing.
  */
@@ -18,7 +18,7 @@
 #include "hooks/interpose.h"
 #include "hooks/lookup.h"
 
-/* The next definition after recap's, else a loaded libcudart's (hooks/lookup.c). */
+/* The next definition after recap's, else a loaded libcudart's (lookup.c). */
 static void *real_runtime(const char *name)
 {
     void *fn = recap__lookup_runtime(name);
@@ -28,7 +28,7 @@ static void *real_runtime(const char *name)
     return fn;
 }
 
-/* The runtime's types; the wrappers are hooks/interpose.h's. */
+/* The runtime's types; the wrappers are interpose.h's. */
 #define RECAP__I_RESULT cudaError_t
 #define RECAP__I_OK cudaSuccess
 #define RECAP__I_REAL(name) real_runtime(name)

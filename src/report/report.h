@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * The RECAP_REPORT line, defined once: its writer (hooks/report.c) and its reader (recap-probe
+ * The RECAP_REPORT line, defined once: its writer (src/report/report.c) and its reader (recap-probe
  * --run, src/tools/probe.c, which sums a command's processes) both expand this list. A line is
  * one flat JSON object, these fields in this order.
  *

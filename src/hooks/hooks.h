@@ -9,7 +9,7 @@
 #include "recap.h"
 #include "base/atfork.h"
 
-/* What the interposer object (librecap-preload.so: hooks/preload*.c, procaddress.c, lookup.c)
+/* What the interposer object (librecap-preload.so: src/hooks/preload*.c, procaddress.c, lookup.c)
  * calls in librecap: exported in src/librecap.map's RECAP_PRIVATE node, for the interposer of the
  * same build only (no compatibility promise, as GLIBC_PRIVATE). */
 #define RECAP_PRIVATE_API __attribute__((visibility("default")))
@@ -41,7 +41,7 @@ RECAP_PRIVATE_API void *recap__hooks_real_driver(const char *name);
 /* Logs that an interposed runtime entry point has no runtime to forward to. */
 RECAP_PRIVATE_API void recap__hooks_no_runtime(const char *name);
 
-/* CUPTI front end (hooks/cupti.c). */
+/* CUPTI front end (cupti.c). */
 recap_status_t recap__cupti_install(recap_hooks_t as);
 
 /* Fork handlers (called by src/process/atfork.c). */

@@ -114,7 +114,7 @@ static int driver_name(const char *name)
 }
 
 /* What dlsym answers for a CUDA name librecap exports: the answer the process would get without
- * recap (hooks/lookup.c), then, while the preload front end works (`own` is recap's export),
+ * recap (lookup.c), then, while the preload front end works (`own` is recap's export),
  * recap's entry point in its place where that answer is the function recap's forwards to (the
  * loaded driver's for a driver name, whatever the handle; the runtime's for RTLD_DEFAULT, the
  * lookup a preloaded definition wins), or where RTLD_DEFAULT finds nothing while a loaded driver

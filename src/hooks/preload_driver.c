@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * LD_PRELOAD front end, driver half: the graph entry points of libcuda in all their exported
- * versions (_v2, per-thread-stream _ptsz, the legacy forms), listed in hooks/interpose.h.
+ * versions (_v2, per-thread-stream _ptsz, the legacy forms), listed in interpose.h.
  * Programs reach them by dynamic linking against libcuda, or through cuGetProcAddress / dlsym
- * (hooks/procaddress.c hands out these wrappers there). The real function comes from the driver library recap loads.
+ * (procaddress.c hands out these wrappers there). The real function comes from the driver library recap loads.
  */
 #define __CUDA_API_VERSION_INTERNAL /* cuda.h then declares every exported name, unrenamed */
 #include "config.h"
@@ -13,7 +13,7 @@
 #include "hooks/interpose.h"
 #include "hooks/preload_driver.h"
 
-/* The driver's types; the wrappers are hooks/interpose.h's. */
+/* The driver's types; the wrappers are interpose.h's. */
 #define RECAP__I_RESULT CUresult
 #define RECAP__I_OK CUDA_SUCCESS
 #define RECAP__I_REAL(name) recap__hooks_real_driver(name)

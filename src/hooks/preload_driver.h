@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* The driver wrappers, for hooks/procaddress.c to hand out from cuGetProcAddress and dlsym. */
+/* The driver wrappers, for procaddress.c to hand out from cuGetProcAddress and dlsym. */
 #ifndef RECAP_HOOKS_PRELOAD_DRIVER_H
 #define RECAP_HOOKS_PRELOAD_DRIVER_H
 

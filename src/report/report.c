@@ -4,7 +4,7 @@
  * reading the reports of a job's ranks. Processes that share FILE (a forked child, the ranks of
  * a job) each append their line with one write, so none overwrites or splits another's; each
  * line says whose it is (recap version, time, host, pid, rank). With "%p" in FILE each process
- * writes its own file; "%h" is the host name. hooks/report.h defines the line.
+ * writes its own file; "%h" is the host name. src/report/report.h defines the line.
  */
 #include "config.h"
 
@@ -23,10 +23,10 @@
 #include "base/sink.h"
 #include "base/settings.h"
 #include "capture/capture.h"
-#include "hooks/report.h"
+#include "report/report.h"
 #include "recap.h"
 
-/* One line's values (hooks/report.h lists them). */
+/* One line's values (src/report/report.h lists them). */
 typedef struct {
 #define FIELD(name, type, merge) RECAP__REPORT_CTYPE_##type name;
     RECAP__REPORT_FIELDS(FIELD)

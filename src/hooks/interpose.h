@@ -2,9 +2,9 @@
 /*
  * The interposed CUDA entry points, listed once, and the wrapper each kind of entry point gets,
  * written once for the runtime and the driver (as UCX's src/ucm/util/replace.h writes its
- * replacements). hooks/preload_runtime.c and hooks/preload_driver.c each say what their API's
+ * replacements). preload_runtime.c and preload_driver.c each say what their API's
  * types are and expand their list into wrappers; preload_driver.c also makes the table
- * hooks/procaddress.c hands the driver wrappers out from.
+ * procaddress.c hands the driver wrappers out from.
  *
  * X(kind, symbol, base): `symbol` is the exported name, `base` the name cuGetProcAddress is
  * asked (driver rows only). Kinds say what the wrapper reports around the real call:

@@ -81,7 +81,7 @@ static int interposer_cb(struct dl_phdr_info *info, size_t size, void *data)
     return 1;
 }
 
-/* The interposer object (librecap-preload.so, built beside librecap from hooks/): -1 when it is
+/* The interposer object (librecap-preload.so, built beside librecap from src/hooks/): -1 when it is
  * not loaded, 1 when LD_PRELOAD brought it in, 0 when it came otherwise (a program linked with it,
  * a dlopen). librecap itself interposes nothing, so a program linked with -lrecap for the API keeps
  * its own dlsym and CUDA entry points. Found in the loader's list, not with dlopen(RTLD_NOLOAD):
