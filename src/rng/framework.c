@@ -245,6 +245,40 @@ recap_status_t recap__fw_exchange(recap_generator_h gen, recap__genstate_t *s,
     return RECAP_OK;
 }
 
+/* A draw from the framework's current state by value: read, advance, write back. Inside a
+ * capture the framework's own kernels draw from it, not recap. */
+static recap_status_t fw_draw(recap_generator_h gen, struct recap__capture *cap,
+                              recap_status_t cap_st, recap_stream_t stream, uint64_t inc,
+                              recap_philox_args_t *args)
+{
+    uint64_t seed, offset;
+    recap_status_t st;
+
+    (void)stream;
+    if (cap_st != RECAP_OK && cap_st != RECAP_ERR_NOT_REGISTERED)
+        return cap_st;
+    if (cap_st != RECAP_OK || cap != NULL)
+        return recap__fail(RECAP_ERR_UNSUPPORTED, "recap draws from a framework generator by "
+                           "value only, outside captures: inside a capture the framework's own "
+                           "kernels draw from it");
+    recap__gen_lock(gen);
+    st = recap__fw_get(gen, &seed, &offset);
+    if (st == RECAP_OK && offset + inc < offset)
+        st = recap__fail(RECAP_ERR_INVALID_ARG, "offset %llu + %llu overflows 64 bits",
+                         (unsigned long long)offset, (unsigned long long)inc);
+    if (st == RECAP_OK)
+        st = recap__fw_set(gen, seed, offset + inc);
+    recap__gen_unlock(gen);
+    if (st != RECAP_OK)
+        return st;
+    args->captured = 0;
+    args->seed = seed;
+    args->offset = offset;
+    args->seed_ptr = args->offset_ptr = NULL;
+    args->offset_intragraph = 0;
+    return RECAP_OK;
+}
+
 int recap__fw_graph_safe(const recap_generator_h gen)
 {
     return gen->fw != NULL && gen->fw->ops.state_install != NULL;
@@ -352,6 +386,7 @@ recap_status_t recap_generator_create_framework(const recap_framework_ops_t *ops
     fw->ops.name = fw->name;
     fw->gen = gen;
     gen->device = device;
+    gen->kind = &recap__fw_kind;
     gen->fw = fw;
     gen->magic = RECAP_MAGIC_GENERATOR;
     st = recap__handle_register(gen, RECAP_MAGIC_GENERATOR);
@@ -559,3 +594,13 @@ void recap__fw_atfork(recap__atfork_t when)
     }
     recap__atfork_mutex(&registry_lock, when);
 }
+
+const recap__gen_kind_t recap__fw_kind = {
+    .get = recap__fw_get,
+    .set = recap__fw_set,
+    .install = recap__fw_exchange,
+    .new_state = recap__fw_new_state,
+    .draw = fw_draw,
+    .unlink = recap__fw_unlink,
+    .release = recap__fw_destroy,
+};

@@ -49,10 +49,7 @@ void recap__genstate_unref(recap__genstate_t *s)
 recap_status_t recap__generator_new_state(recap_generator_h gen, uint64_t seed, uint64_t offset,
                                           recap__genstate_t **s_p)
 {
-    if (gen->fw != NULL)
-        return recap__fw_new_state(gen, seed, offset, s_p);
-    *s_p = recap__genstate_new(gen->device, seed, offset);
-    return *s_p != NULL ? RECAP_OK : recap__fail(RECAP_ERR_NO_MEMORY, "generator state");
+    return gen->kind->new_state(gen, seed, offset, s_p);
 }
 
 void recap__generator_drive(recap_generator_h gen, int delta)
@@ -88,6 +85,7 @@ recap_status_t recap_generator_create(int device, recap_generator_h *gen_p)
         return recap__fail(RECAP_ERR_NO_MEMORY, "generator state");
     }
     gen->device = device;
+    gen->kind = &recap__own_kind;
     gen->magic = RECAP_MAGIC_GENERATOR;
     st = recap__handle_register(gen, RECAP_MAGIC_GENERATOR);
     if (st != RECAP_OK) {
@@ -110,14 +108,12 @@ recap_status_t recap_generator_destroy(recap_generator_h gen)
         return recap__fail(RECAP_ERR_STATE, "generator destroyed while %d tracker%s drive%s it: "
                            "destroy the tracker%s first", drivers, drivers == 1 ? "" : "s",
                            drivers == 1 ? "s" : "", drivers == 1 ? "" : "s");
-    if (gen->fw != NULL)
-        recap__fw_unlink(gen); /* first: a scope reading it in another thread finishes */
+    gen->kind->unlink(gen); /* first: a scope reading it in another thread finishes */
     RECAP_CHECK_ARG(recap__handle_unregister(gen, RECAP_MAGIC_GENERATOR),
                     "generator %p destroyed twice at once", (void *)gen);
     gen->magic = RECAP_MAGIC_DEAD;
     recap__genstate_unref(gen->state);
-    if (gen->fw != NULL)
-        recap__fw_destroy(gen);
+    gen->kind->release(gen);
     free(gen);
     return RECAP_OK;
 }
@@ -199,19 +195,14 @@ recap_status_t recap__genstate_set_value(recap__genstate_t *gs, uint64_t seed, u
 }
 
 /* A framework generator's value is the framework's current state (its value form), whichever
- * object is installed. */
+ * object is installed (its kind's get and set). */
 recap_status_t recap__generator_get_value(recap_generator_h gen, uint64_t *seed, uint64_t *offset)
 {
     recap_status_t st;
 
-    if (gen->fw != NULL) {
-        recap__gen_lock(gen);
-        st = recap__fw_get(gen, seed, offset);
-        recap__gen_unlock(gen);
-        return st;
-    }
-    st = get_value(lock_state(gen), seed, offset);
-    unlock_state(gen);
+    recap__gen_lock(gen);
+    st = gen->kind->get(gen, seed, offset);
+    recap__gen_unlock(gen);
     return st;
 }
 
@@ -219,14 +210,9 @@ recap_status_t recap__generator_set_value(recap_generator_h gen, uint64_t seed, 
 {
     recap_status_t st;
 
-    if (gen->fw != NULL) {
-        recap__gen_lock(gen);
-        st = recap__fw_set(gen, seed, offset);
-        recap__gen_unlock(gen);
-        return st;
-    }
-    st = set_value(lock_state(gen), seed, offset);
-    unlock_state(gen);
+    recap__gen_lock(gen);
+    st = gen->kind->set(gen, seed, offset);
+    recap__gen_unlock(gen);
     return st;
 }
 
@@ -250,33 +236,46 @@ static void untake(recap_generator_h gen, struct recap_tracker *claim)
         __atomic_store_n(&gen->forker, NULL, __ATOMIC_RELAXED);
 }
 
+/* rng/exchange.h's fast path, from outside a tracker's lock section. */
+static int try_exchange(recap_generator_h gen, struct recap_tracker *claim, uint64_t *seed,
+                        uint64_t *offset)
+{
+    int done;
+
+    recap__lock_section_enter();
+    done = recap__generator_try_exchange(gen, recap__gen_lock_held == &gen->lock, claim, seed,
+                                         offset);
+    recap__lock_section_leave();
+    return done;
+}
+
+static int try_install(recap_generator_h gen, struct recap_tracker *claim, recap__genstate_t *s,
+                       recap__genstate_t **old_p)
+{
+    int done;
+
+    recap__lock_section_enter();
+    done = recap__generator_try_install(gen, recap__gen_lock_held == &gen->lock, claim, s, old_p);
+    recap__lock_section_leave();
+    return done;
+}
+
+/* The fast path first (recap's own state outside captures: rng/exchange.h), then whatever the
+ * generator's kind does under its lock. */
 recap_status_t recap__generator_exchange_value(recap_generator_h gen, struct recap_tracker *claim,
                                                uint64_t *seed, uint64_t *offset,
                                                struct recap_tracker **holder_p)
 {
-    recap__genstate_t *gs;
     recap_status_t st;
     uint64_t s, o;
 
+    if (try_exchange(gen, claim, seed, offset))
+        return RECAP_OK;
     if (!lock_taken(gen, claim, holder_p))
         return RECAP_ERR_STATE;
-    gs = gen->state;
-    if (gen->fw != NULL) {
-        st = recap__fw_get(gen, &s, &o);
-        if (st == RECAP_OK)
-            st = recap__fw_set(gen, *seed, *offset);
-    } else if (gs->fw == NULL && !in_capture(gs)) {
-        /* recap's own state outside captures, what a training step's forks find: the value
-         * itself, nothing capture-relative to look up (get_value/set_value's own first case) */
-        s = load64(&gs->seed);
-        o = load64(&gs->offset);
-        store64(&gs->seed, *seed);
-        store64(&gs->offset, *offset);
-        st = RECAP_OK;
-    } else {
-        get_value(gs, &s, &o);
-        st = set_value(gs, *seed, *offset);
-    }
+    st = gen->kind->get(gen, &s, &o);
+    if (st == RECAP_OK)
+        st = gen->kind->set(gen, *seed, *offset);
     if (st != RECAP_OK)
         untake(gen, claim);
     recap__gen_unlock(gen);
@@ -292,16 +291,13 @@ recap_status_t recap__generator_install_genstate(recap_generator_h gen, struct r
                                                  struct recap_tracker **holder_p)
 {
     recap__genstate_t *old;
-    recap_status_t st = RECAP_OK;
+    recap_status_t st;
 
+    if (try_install(gen, claim, s, old_p))
+        return RECAP_OK;
     if (!lock_taken(gen, claim, holder_p))
         return RECAP_ERR_STATE;
-    if (gen->fw != NULL) {
-        st = recap__fw_exchange(gen, s, &old);
-    } else {
-        old = gen->state;
-        gen->state = s;
-    }
+    st = gen->kind->install(gen, s, &old);
     if (st != RECAP_OK)
         untake(gen, claim);
     recap__gen_unlock(gen);
@@ -414,35 +410,10 @@ recap_status_t recap_generator_set_state(recap_generator_h gen,
     return recap__generator_set_value(gen, seed, offset);
 }
 
-/* A draw from the framework's current state by value: read, advance, write back. */
-static recap_status_t draw_framework(recap_generator_h gen, uint64_t inc, recap_philox_args_t *args)
-{
-    uint64_t seed, offset;
-    recap_status_t st;
-
-    recap__gen_lock(gen);
-    st = recap__fw_get(gen, &seed, &offset);
-    if (st == RECAP_OK && offset + inc < offset)
-        st = recap__fail(RECAP_ERR_INVALID_ARG, "offset %llu + %llu overflows 64 bits",
-                         (unsigned long long)offset, (unsigned long long)inc);
-    if (st == RECAP_OK)
-        st = recap__fw_set(gen, seed, offset + inc);
-    recap__gen_unlock(gen);
-    if (st != RECAP_OK)
-        return st;
-    args->captured = 0;
-    args->seed = seed;
-    args->offset = offset;
-    args->seed_ptr = args->offset_ptr = NULL;
-    args->offset_intragraph = 0;
-    return RECAP_OK;
-}
-
 recap_status_t recap__generator_draw(recap_generator_h gen, recap_stream_t stream, uint64_t inc,
                                      recap_philox_args_t *args)
 {
     struct recap__capture *cap = NULL;
-    recap__genstate_t *gs;
     recap_status_t st = RECAP_OK;
 
     RECAP_CHECK_NOT_IN_FRAMEWORK_OP("a draw");
@@ -451,16 +422,48 @@ recap_status_t recap__generator_draw(recap_generator_h gen, recap_stream_t strea
         if (st != RECAP_OK)
             return st;
         st = recap__port->of_stream(stream, &cap);
-        if (st != RECAP_OK && (gen->fw == NULL || st != RECAP_ERR_NOT_REGISTERED))
-            return st;
     }
-    if (gen->fw != NULL) {
-        if (st != RECAP_OK || cap != NULL)
-            return recap__fail(RECAP_ERR_UNSUPPORTED, "recap draws from a framework generator "
-                               "by value only, outside captures: inside a capture the "
-                               "framework's own kernels draw from it");
-        return draw_framework(gen, inc, args);
-    }
+    return gen->kind->draw(gen, cap, st, stream, inc, args);
+}
+
+/* ------------------------------------------------------------------ recap's own kind */
+
+static recap_status_t own_get(recap_generator_h gen, uint64_t *seed, uint64_t *offset)
+{
+    return get_value(gen->state, seed, offset);
+}
+
+static recap_status_t own_set(recap_generator_h gen, uint64_t seed, uint64_t offset)
+{
+    return set_value(gen->state, seed, offset);
+}
+
+static recap_status_t own_install(recap_generator_h gen, recap__genstate_t *s,
+                                  recap__genstate_t **old_p)
+{
+    *old_p = gen->state;
+    gen->state = s;
+    return RECAP_OK;
+}
+
+static recap_status_t own_new_state(recap_generator_h gen, uint64_t seed, uint64_t offset,
+                                    recap__genstate_t **s_p)
+{
+    *s_p = recap__genstate_new(gen->device, seed, offset);
+    return *s_p != NULL ? RECAP_OK : recap__fail(RECAP_ERR_NO_MEMORY, "generator state");
+}
+
+/* By value outside a capture (the offset advances; RECAP_ERR_INVALID_ARG when it would wrap),
+ * through the port inside one (the capture-relative offset advances). */
+static recap_status_t own_draw(recap_generator_h gen, struct recap__capture *cap,
+                               recap_status_t cap_st, recap_stream_t stream, uint64_t inc,
+                               recap_philox_args_t *args)
+{
+    recap__genstate_t *gs;
+    recap_status_t st = RECAP_OK;
+
+    if (cap_st != RECAP_OK)
+        return cap_st;
     gs = lock_state(gen);
     if (cap != NULL) {
         st = recap__port->draw(cap, gs, inc, args);
@@ -490,6 +493,21 @@ recap_status_t recap__generator_draw(recap_generator_h gen, recap_stream_t strea
     unlock_state(gen);
     return st;
 }
+
+static void own_nothing(recap_generator_h gen)
+{
+    (void)gen;
+}
+
+const recap__gen_kind_t recap__own_kind = {
+    .get = own_get,
+    .set = own_set,
+    .install = own_install,
+    .new_state = own_new_state,
+    .draw = own_draw,
+    .unlink = own_nothing,
+    .release = own_nothing,
+};
 
 recap_status_t recap_generator_reserve(recap_generator_h gen, recap_stream_t stream, uint64_t n,
                                        recap_philox_args_t *args_p)

@@ -27,6 +27,8 @@
  * increments with an atomic add, so neither needs a lock of the state.
  */
 struct recap__fw;
+struct recap__capture;
+struct recap__gen_kind;
 
 typedef struct recap__genstate {
     int refs;
@@ -56,13 +58,45 @@ struct recap_generator {
     recap__lock_t lock;
     int drivers;
     recap__genstate_t *state;
-    struct recap__fw *fw;
+    const struct recap__gen_kind *kind; /* recap's own or a framework's (below) */
+    struct recap__fw *fw;               /* a framework generator's framework, else NULL */
     struct recap_tracker *forker;
     /* Whether a tracker holds this generator's lock as its own while it takes another
      * generator's (outer), and whether this one's is taken so (inner): tracker.c keeps the two
      * apart, so such nestings form no cycle. Set once, under tracker.c's share_lock. */
     unsigned char lock_outer, lock_inner;
 };
+
+/*
+ * What differs between recap's own generator and a framework's, as one table each (`kind`):
+ * recap__own_kind (rng/generator.c) keeps the value in a recap state object and answers captures
+ * through the port; recap__fw_kind (rng/framework.c) reads and writes the framework's state
+ * through its operations. The operations of rng/generator.c are written once over the table.
+ * get, set and install run with the generator's lock held; new_state and draw take it themselves.
+ */
+typedef struct recap__gen_kind {
+    recap_status_t (*get)(recap_generator_h gen, uint64_t *seed, uint64_t *offset);
+    recap_status_t (*set)(recap_generator_h gen, uint64_t seed, uint64_t offset);
+    /* Installs s (taking over the caller's reference on success) and hands back the state
+     * installed before it, with a reference for the caller. */
+    recap_status_t (*install)(recap_generator_h gen, struct recap__genstate *s,
+                              struct recap__genstate **old_p);
+    recap_status_t (*new_state)(recap_generator_h gen, uint64_t seed, uint64_t offset,
+                                struct recap__genstate **s_p);
+    /* Draws inc values per thread (a multiple of 4) for work on `stream`; cap and cap_st: the
+     * capture recording the stream and the port's answer when asked (a device generator), else
+     * NULL and RECAP_OK. */
+    recap_status_t (*draw)(recap_generator_h gen, struct recap__capture *cap,
+                           recap_status_t cap_st, recap_stream_t stream, uint64_t inc,
+                           recap_philox_args_t *args);
+    /* Destroying: unlink before the handle goes (waits for readers in other threads), release
+     * after the generator's state went. */
+    void (*unlink)(recap_generator_h gen);
+    void (*release)(recap_generator_h gen);
+} recap__gen_kind_t;
+
+extern const recap__gen_kind_t recap__own_kind;
+extern const recap__gen_kind_t recap__fw_kind;
 
 /* The generator lock the calling thread holds as its tracker's lock (tracker.h's
  * recap__tracker_lock), else NULL: the generator's operations a tracker's call makes find it
