@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """The C ABI of librecap as ctypes sees it: constants, structures, callback types and the
 declarations of the functions the package calls. Every name here is checked against
-include/recap.h by python/tests/test_abi.py, so nothing copied by hand can drift."""
+include/recap.h by python/tests/unit/test_abi.py, so nothing copied by hand can drift."""
 import ctypes
 
 c_status = ctypes.c_int

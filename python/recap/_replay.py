@@ -16,7 +16,7 @@ own table of registered states as torch does, writes a state's seed and offset o
 eager draw, a set, a capture or torch's own replay moved it since recap's last launch (two
 stream memory writes, no kernel), advances the host offsets as torch does and launches the exec.
 It does so only on the torch versions listed there, each checked in gpu-check against torch's
-own replay (tests/python/replay_plans.py), and only while torch's Python ``replay`` is torch's
+own replay (python/tests/gpu/replay_plans.py), and only while torch's Python ``replay`` is torch's
 own plain call to the C++ one. Anywhere else torch's replay runs, and ``why`` says why;
 ``RECAP_TORCH_REPLAY=0`` turns it off. A replay the extension does not take (no exec yet, inside
 a capture, a registered state capturing) goes to torch's replay, which raises where torch raises.

@@ -411,7 +411,7 @@ class exact_capture(contextlib.ContextDecorator):
     Restores on exceptions too; nests; process-wide (no other thread should draw meanwhile).
     ``RECAP_EXACT_CAPTURE=0`` makes it do nothing. A class rather than a generator function:
     entering and leaving are two C calls (what they cost, with torch's generators driven by
-    recap._C and by Python: tests/python/graphs_exact.py, bench/RESULTS.md)."""
+    recap._C and by Python: python/tests/gpu/graphs_exact.py, bench/RESULTS.md)."""
 
     __slots__ = ("_scope", "_entered")
 

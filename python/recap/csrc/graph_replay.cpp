@@ -25,7 +25,7 @@
 // advances it (to where the host offset already is).
 //
 // Only on the torch versions listed below, each checked in gpu-check against torch's own replay
-// (tests/python/replay_plans.py: outputs, every state after K replays with eager draws, sets,
+// (python/tests/gpu/replay_plans.py: outputs, every state after K replays with eager draws, sets,
 // other captures and torch's replays between, and what else torch's C++ replay does on that
 // version). On any other torch, and for any replay this does not take (no exec, a capture
 // running, a state capturing), torch's replay runs.

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// recap._C's test entries (names starting with _test_; python/tests/test_torch_threads.py): the
+// recap._C's test entries (names starting with _test_; python/tests/unit/test_torch_threads.py): the
 // state-handle bookkeeping of generator_ops.cpp (state_install, state_current and the object it
 // keeps installed, state_retain/state_release on torch's intrusive counts) under many threads,
 // without a device. torch's default CUDA generator needs one, so a test context drives a CUDA

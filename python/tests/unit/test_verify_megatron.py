@@ -6,7 +6,7 @@ weight gradients into main_grad) whose graphs are CPU functions. A faithful grap
 leaves main_grad, buffers and inputs' roles as training needs them; a graph that computes
 something else (a host value read at capture) is named, layer and tensor; warn mode warns; layers
 the check cannot vouch for are skipped. Megatron's own create_cudagraphs on a GPU:
-tests/python/megatron_gpt_graphs.py (scripts/gpu-check)."""
+python/tests/gpu/megatron_gpt_graphs.py (scripts/gpu-check)."""
 import os
 import random
 import unittest

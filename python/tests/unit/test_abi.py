@@ -9,7 +9,7 @@ import unittest
 
 from recap import _abi
 
-ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
+ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..")
 # recap.h and the headers it includes (every include/recap/*.h: philox, the core's parts, the
 # add-ons): the source
 # tree's, or where the tests run away from one (an installed sdist or wheel), the copy the package

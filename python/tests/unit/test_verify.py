@@ -5,7 +5,7 @@ kind, the attention-backend recorder on torch's CPU dispatcher (its choice force
 between the "eager" and the "capture" calls with torch.nn.attention.sdpa_kernel), the report
 and what a mismatch does, the phases' scopes and module buffers, and make_graphed_callables'
 training step (outputs, input and parameter gradients) on CPU modules. The captures themselves
-need a GPU: tests/python/graphs_verify.py (scripts/gpu-check)."""
+need a GPU: python/tests/gpu/graphs_verify.py (scripts/gpu-check)."""
 import contextlib
 import os
 import random

@@ -19,7 +19,7 @@ import torch
 
 import megatron.core.tensor_parallel.random as meg
 import recap.megatron as rec
-import replay_plans  # tests/python: the replay timer
+import replay_plans  # python/tests/gpu: the replay timer
 
 FAILS = []
 

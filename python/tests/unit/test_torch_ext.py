@@ -4,7 +4,7 @@ running torch and loads; it is refused, with one message naming both versions, u
 torch (by recap/_ext.py before the import, and by the module itself); RECAP_TORCH_EXT=0 and an
 install without it run the Python operations and say so; without torch, ``import recap.torch``
 raises one ImportError naming what to install. The operations themselves need a CUDA device:
-tests/python (gpu-check) drives them against torch's own API.
+python/tests/gpu (gpu-check) drives them against torch's own API.
 
 RECAP_REQUIRE_TORCH=1 (CI) makes a missing torch a failure rather than a skip."""
 import os
