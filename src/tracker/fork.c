@@ -7,7 +7,9 @@
  * The case a training step meets (recap's own generator, no capture, a state other than the
  * current one, frames to spare) runs inline under the tracker's lock (fork_fast, unfork_fast);
  * any other case gives up there with nothing changed and takes the full path (fork_locked,
- * unfork_locked), out of line, so the fast one saves no registers for it.
+ * unfork_locked), out of line, so the fast one saves no registers for it. The two are one body:
+ * the full path's exchange (rng/generator.c) starts with the fast path's (rng/exchange.h), and
+ * both end with the same bookkeeping (keep_outer_value, keep_outer_object, keep_value).
  */
 #include "config.h"
 
@@ -37,6 +39,21 @@ static struct recap_tracker *claim_of(recap_tracker_h t)
     return t->depth == 0 ? t : NULL;
 }
 
+/* What a fork of a value-mode tracker keeps of the outer state once the exchange handed its
+ * value back: its slot's value when it is named (cur >= 0), else the frame's. The fast and the
+ * full path both end so. */
+static inline void keep_outer_value(recap_tracker_h t, recap__frame_t *f, int cur, uint64_t seed,
+                                    uint64_t offset)
+{
+    if (cur >= 0) {
+        t->slots[cur]->e.seed = seed;
+        t->slots[cur]->e.offset = offset;
+    } else {
+        f->seed = seed;
+        f->offset = offset;
+    }
+}
+
 /* The outer state's progress goes to its slot (a named outer) or to the frame (the default).
  * On failure (a framework's operation, the claim) nothing changed. */
 static recap_status_t fork_value(recap_tracker_h t, recap__frame_t *f, int i,
@@ -48,22 +65,14 @@ static recap_status_t fork_value(recap_tracker_h t, recap__frame_t *f, int i,
     if (i == t->current) {
         /* Its slot is stale; its progress is in the generator, which keeps drawing it. */
         st = recap__generator_get_value(t->gen, &seed, &offset);
-        if (st == RECAP_OK) {
-            t->slots[i]->e.seed = seed;
-            t->slots[i]->e.offset = offset;
-        }
+        if (st == RECAP_OK)
+            keep_outer_value(t, f, i, seed, offset);
         return st;
     }
     st = recap__generator_exchange_value(t->gen, claim_of(t), &seed, &offset, holder_p);
     if (st != RECAP_OK)
         return st;
-    if (t->current >= 0) {
-        t->slots[t->current]->e.seed = seed;
-        t->slots[t->current]->e.offset = offset;
-    } else {
-        f->seed = seed;
-        f->offset = offset;
-    }
+    keep_outer_value(t, f, t->current, seed, offset);
     return RECAP_OK;
 }
 
@@ -94,8 +103,20 @@ static void keep_object(recap__slot_t *s, recap__genstate_t *obj)
     s->obj = obj;
 }
 
-/* The frame keeps the outer object with the generator's reference to it, so the unfork can
- * hand it back without reference counting. */
+/* What a fork of a graph-safe tracker keeps of the outer object the install handed back: the
+ * frame holds it with the generator's reference, so the unfork can hand it back without
+ * reference counting; the fast and the full path both end so. */
+static inline void keep_outer_object(recap_tracker_h t, recap__frame_t *f, int cur,
+                                     recap__genstate_t *old)
+{
+    f->saved = old;
+    if (cur >= 0 && t->slots[cur]->obj != old) {
+        /* Someone installed another object meanwhile: it is what the outer state is now. */
+        recap__genstate_ref(old);
+        keep_object(t->slots[cur], old);
+    }
+}
+
 static recap_status_t fork_object(recap_tracker_h t, recap__frame_t *f, int i,
                                   struct recap_tracker **holder_p)
 {
@@ -107,12 +128,7 @@ static recap_status_t fork_object(recap_tracker_h t, recap__frame_t *f, int i,
         unlend(t->slots[i]);
         return st;
     }
-    f->saved = old;
-    if (t->current >= 0 && t->slots[t->current]->obj != old) {
-        /* Someone installed another object meanwhile: it is what the outer state is now. */
-        recap__genstate_ref(old);
-        keep_object(t->slots[t->current], old);
-    }
+    keep_outer_object(t, f, t->current, old);
     return RECAP_OK;
 }
 
@@ -140,13 +156,7 @@ static inline int fork_value_fast(recap_tracker_h t, recap__frame_t *f, int i, i
     if (!recap__generator_try_exchange(t->gen, recap__tracker_holds_gen(t), claim, &seed,
                                        &offset))
         return 0;
-    if (cur >= 0) {
-        t->slots[cur]->e.seed = seed;
-        t->slots[cur]->e.offset = offset;
-    } else {
-        f->seed = seed;
-        f->offset = offset;
-    }
+    keep_outer_value(t, f, cur, seed, offset);
     return 1;
 }
 
@@ -160,11 +170,7 @@ static inline int fork_object_fast(recap_tracker_h t, recap__frame_t *f, int i, 
         unlend(t->slots[i]);
         return 0;
     }
-    f->saved = old;
-    if (cur >= 0 && t->slots[cur]->obj != old) {
-        recap__genstate_ref(old);
-        keep_object(t->slots[cur], old);
-    }
+    keep_outer_object(t, f, cur, old);
     return 1;
 }
 
@@ -255,6 +261,13 @@ recap_status_t recap_tracker_fork(recap_tracker_h tracker, const char *name,
     return fork_locked(tracker, name, token_p);
 }
 
+/* The fork's state's progress, which an unfork keeps in its slot (fast and full path). */
+static inline void keep_value(recap__slot_t *s, uint64_t seed, uint64_t offset)
+{
+    s->e.seed = seed;
+    s->e.offset = offset;
+}
+
 /* The value an unfork puts back: the outer state's slot when it is named, else the frame's. */
 static inline void outer_value(const struct recap_tracker *t, const recap__frame_t *f,
                                uint64_t *seed, uint64_t *offset)
@@ -278,18 +291,15 @@ static recap_status_t unfork_value(recap_tracker_h t, const recap__frame_t *f)
 
     if (f->outer == f->slot) {
         st = recap__generator_get_value(t->gen, &seed, &offset);
-        if (st == RECAP_OK) {
-            s->e.seed = seed;
-            s->e.offset = offset;
-        }
+        if (st == RECAP_OK)
+            keep_value(s, seed, offset);
         return st;
     }
     outer_value(t, f, &seed, &offset);
     st = recap__generator_exchange_value(t->gen, NULL, &seed, &offset, NULL);
     if (st != RECAP_OK)
         return st;
-    s->e.seed = seed;
-    s->e.offset = offset;
+    keep_value(s, seed, offset);
     return RECAP_OK;
 }
 
@@ -350,8 +360,7 @@ static inline int unfork_fast(recap_tracker_h t, recap_fork_token_t token)
         if (!recap__generator_try_exchange(t->gen, recap__tracker_holds_gen(t), NULL, &seed,
                                            &offset))
             return 0;
-        s->e.seed = seed;
-        s->e.offset = offset;
+        keep_value(s, seed, offset);
     }
     t->current = f->outer;
     t->depth = depth - 1;
