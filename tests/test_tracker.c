@@ -255,7 +255,7 @@ END_TEST
 START_TEST(a_long_name_in_a_message_is_cut_with_the_mark)
 {
     recap_tracker_h t = new_tracker(mode_flags(_i));
-    char name[2100], want[RECAP_NAME_MAX + 32];
+    char name[RECAP_NAME_MAX + 2002], want[RECAP_NAME_MAX + 32];
     recap_fork_token_t tok;
     size_t n;
 

@@ -12,40 +12,6 @@
 #include "rng/port.h"
 #include "rng/registry.h"
 
-recap__genstate_t *recap__genstate_new(int device, uint64_t seed, uint64_t offset)
-{
-    recap__genstate_t *s = calloc(1, sizeof(*s));
-
-    if (s == NULL)
-        return NULL;
-    s->refs = 1;
-    s->device = device;
-    s->seed = seed;
-    s->offset = offset;
-    if (device >= 0)
-        recap__genstates_add(s);
-    return s;
-}
-
-void recap__genstate_ref(recap__genstate_t *s)
-{
-    __atomic_add_fetch(&s->refs, 1, __ATOMIC_RELAXED);
-}
-
-void recap__genstate_unref(recap__genstate_t *s)
-{
-    if (s != NULL && __atomic_sub_fetch(&s->refs, 1, __ATOMIC_ACQ_REL) == 0) {
-        if (s->fw != NULL) {
-            recap__fw_state_release(s);
-        } else if (s->device >= 0) {
-            recap__genstates_remove(s); /* first: priming and slot lookups no longer find it */
-            if (__atomic_load_n(&s->capture, __ATOMIC_ACQUIRE) != NULL)
-                recap__port->state_gone(s);
-        }
-        free(s);
-    }
-}
-
 recap_status_t recap__generator_new_state(recap_generator_h gen, uint64_t seed, uint64_t offset,
                                           recap__genstate_t **s_p)
 {
@@ -137,61 +103,6 @@ static recap__genstate_t *lock_state(recap_generator_h gen)
 static void unlock_state(recap_generator_h gen)
 {
     recap__gen_unlock(gen);
-}
-
-static uint64_t load64(const uint64_t *p)
-{
-    return __atomic_load_n(p, __ATOMIC_RELAXED);
-}
-
-static void store64(uint64_t *p, uint64_t v)
-{
-    __atomic_store_n(p, v, __ATOMIC_RELAXED);
-}
-
-/* While a capture the state takes part in runs, its offset is virtual (see generator.h), for
- * every thread: backward passes run on worker threads. The test is one load while no capture
- * runs anywhere in the process. */
-static int in_capture(const recap__genstate_t *gs)
-{
-    return gs->device >= 0 && gs->fw == NULL && recap__captures_running();
-}
-
-static recap_status_t get_value(recap__genstate_t *gs, uint64_t *seed, uint64_t *offset)
-{
-    uint64_t rel;
-
-    if (gs->fw != NULL)
-        return recap__fw_state_get(gs, seed, offset);
-    *seed = load64(&gs->seed);
-    *offset = load64(&gs->offset);
-    if (in_capture(gs) && recap__port->rel_get(gs, &rel))
-        *offset += rel;
-    return RECAP_OK;
-}
-
-static recap_status_t set_value(recap__genstate_t *gs, uint64_t seed, uint64_t offset)
-{
-    if (gs->fw != NULL)
-        return recap__fw_state_set(gs, seed, offset);
-    if (in_capture(gs)) {
-        uint64_t base = load64(&gs->offset);
-        if (recap__port->rel_set(gs, offset - base, seed != load64(&gs->seed), offset < base))
-            return RECAP_OK;
-    }
-    store64(&gs->seed, seed);
-    store64(&gs->offset, offset);
-    return RECAP_OK;
-}
-
-recap_status_t recap__genstate_get_value(recap__genstate_t *gs, uint64_t *seed, uint64_t *offset)
-{
-    return get_value(gs, seed, offset);
-}
-
-recap_status_t recap__genstate_set_value(recap__genstate_t *gs, uint64_t seed, uint64_t offset)
-{
-    return set_value(gs, seed, offset);
 }
 
 /* A framework generator's value is the framework's current state (its value form), whichever
@@ -333,53 +244,6 @@ recap_status_t recap_generator_offset(recap_generator_h gen, uint64_t *offset_p)
     return recap__generator_get_value(gen, &seed, offset_p);
 }
 
-/* A framework generator's fork converts four states: on little-endian hosts (all CUDA hosts)
- * these are plain 8-byte copies (the byte loops measured 7 % of a fork in bench_tracker). */
-static uint64_t load_le64(const uint8_t *p)
-{
-    uint64_t v = 0;
-#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
-    memcpy(&v, p, sizeof(v));
-#else
-    int i;
-
-    for (i = 7; i >= 0; i--)
-        v = v << 8 | p[i];
-#endif
-    return v;
-}
-
-static void store_le64(uint8_t *p, uint64_t v)
-{
-#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
-    memcpy(p, &v, sizeof(v));
-#else
-    int i;
-
-    for (i = 0; i < 8; i++, v >>= 8)
-        p[i] = (uint8_t)v;
-#endif
-}
-
-recap_status_t recap__state_decode(const uint8_t state[RECAP_STATE_BYTES], uint64_t *seed,
-                                   uint64_t *offset)
-{
-    uint64_t off = load_le64(state + 8);
-
-    if (off % 4 != 0)
-        return recap__fail(RECAP_ERR_MISALIGNED, "offset %llu is not a multiple of 4 (a Philox "
-                           "block is four words)", (unsigned long long)off);
-    *seed = load_le64(state);
-    *offset = off;
-    return RECAP_OK;
-}
-
-void recap__state_encode(uint64_t seed, uint64_t offset, uint8_t state[RECAP_STATE_BYTES])
-{
-    store_le64(state, seed);
-    store_le64(state + 8, offset);
-}
-
 recap_status_t recap_generator_get_state(recap_generator_h gen, uint8_t state[RECAP_STATE_BYTES])
 {
     uint64_t seed, offset;
@@ -430,12 +294,12 @@ recap_status_t recap__generator_draw(recap_generator_h gen, recap_stream_t strea
 
 static recap_status_t own_get(recap_generator_h gen, uint64_t *seed, uint64_t *offset)
 {
-    return get_value(gen->state, seed, offset);
+    return recap__genstate_get_value(gen->state, seed, offset);
 }
 
 static recap_status_t own_set(recap_generator_h gen, uint64_t seed, uint64_t offset)
 {
-    return set_value(gen->state, seed, offset);
+    return recap__genstate_set_value(gen->state, seed, offset);
 }
 
 static recap_status_t own_install(recap_generator_h gen, recap__genstate_t *s,
@@ -467,7 +331,7 @@ static recap_status_t own_draw(recap_generator_h gen, struct recap__capture *cap
     gs = lock_state(gen);
     if (cap != NULL) {
         st = recap__port->draw(cap, gs, inc, args);
-    } else if (in_capture(gs) && recap__port->moved(gs)) {
+    } else if (recap__genstate_in_capture(gs) && recap__port->moved(gs)) {
         /* Its value (get_state, snapshots) is the capture's while the capture runs; an eager
          * draw uses the launches' base, so the value read would not be the one drawn. */
         st = recap__fail(RECAP_ERR_STATE, "eager draw (stream %p is not capturing) from a "
@@ -484,7 +348,7 @@ static recap_status_t own_draw(recap_generator_h gen, struct recap__capture *cap
                              (unsigned long long)before, (unsigned long long)inc);
         } else {
             args->captured = 0;
-            args->seed = load64(&gs->seed);
+            args->seed = __atomic_load_n(&gs->seed, __ATOMIC_RELAXED);
             args->offset = before;
             args->seed_ptr = args->offset_ptr = NULL;
             args->offset_intragraph = 0;

@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* Generators and their state objects (internal). */
+/* Generators (internal): recap's own and a framework's, one table of operations per kind, and
+ * what trackers do with them (exchange a value, install a state object, draw). */
 #ifndef RECAP_RNG_GENERATOR_H
 #define RECAP_RNG_GENERATOR_H
 
@@ -7,41 +8,13 @@
 
 #include "base/lock.h"
 #include "recap.h"
+#include "rng/framework.h"
+#include "rng/state.h"
 
 /* PyTorch's default seed, so a fresh recap generator matches a fresh torch generator. */
 #define RECAP_DEFAULT_SEED 67280421310721ULL
 
-/*
- * A generator's state: (seed, offset). It is an object of its own, reference counted, because
- * graph-safe trackers share one state between a named slot and the generator it is installed
- * in (PyTorch's graphsafe_set_state): draws through the generator advance the named state, and
- * graphs hold the states they drew from.
- *
- * A device state that takes part in captures has a capture part, which capture/ owns (its device
- * slot, the launches' bookkeeping: capture/internal.h): NULL until a capture primes the state,
- * set once and read with acquire; rng never looks inside it, and hands it to capture/ through the
- * port (rng/port.h) when the state is released.
- *
- * seed and offset are read and written with atomic operations: draws through a generator hold
- * the generator's lock (which also fixes which state is installed), graph launches add their
- * increments with an atomic add, so neither needs a lock of the state.
- */
-struct recap__fw;
 struct recap__capture;
-struct recap__gen_kind;
-
-typedef struct recap__genstate {
-    int refs;
-    int device;
-    /* A framework's state object (fw != NULL): its value lives in the framework and is read and
-     * written through fw's operations; it takes no part in recap's capture bookkeeping. */
-    const struct recap__fw *fw;
-    void *fobj;
-    uint64_t seed;
-    uint64_t offset;
-    struct recap__genstate_capture *capture; /* capture/'s part, opaque here */
-    struct recap__genstate *reg_prev, *reg_next; /* live device states (rng/registry.c) */
-} recap__genstate_t;
 
 /* `lock` protects which state is installed and orders draws through this generator; a tracker
  * driving recap's own generator may take it as its own lock (tracker/tracker.c's choose_lock). A
@@ -117,23 +90,14 @@ static inline void recap__gen_unlock(recap_generator_h gen)
         recap__unlock(&gen->lock);
 }
 
-recap__genstate_t *recap__genstate_new(int device, uint64_t seed, uint64_t offset);
 /* A new state object for the generator: recap's own kind, or a framework object (created through
  * the framework's table) with that value. */
 recap_status_t recap__generator_new_state(recap_generator_h gen, uint64_t seed, uint64_t offset,
                                           recap__genstate_t **s_p);
-void recap__genstate_ref(recap__genstate_t *s);
-void recap__genstate_unref(recap__genstate_t *s);
 
-/* Value access. While the state takes part in a running capture (whichever thread asks: a
- * framework's backward runs on worker threads), the offset seen and set is the virtual one (the
- * host offset plus the offset relative to the capture), so snapshots and forks inside a capture
- * save and restore capture-relative offsets; a seed change there cannot be replayed and marks
- * the capture as failed (recap_capture_ended reports it). */
-/* Value accessors fail only for framework states and generators (the framework's operation
+/* A generator's value: its state's (rng/state.h says how captures see it), or for a framework
+ * generator the framework's current state. Fails only for a framework generator (its operation
  * failed); outputs are written on success only. */
-recap_status_t recap__genstate_get_value(recap__genstate_t *gs, uint64_t *seed, uint64_t *offset);
-recap_status_t recap__genstate_set_value(recap__genstate_t *gs, uint64_t seed, uint64_t offset);
 recap_status_t recap__generator_get_value(recap_generator_h gen, uint64_t *seed, uint64_t *offset);
 recap_status_t recap__generator_set_value(recap_generator_h gen, uint64_t seed, uint64_t offset);
 /* Installs (*seed, *offset) and returns the previous value in them, under one lock acquisition:
@@ -154,66 +118,11 @@ recap_status_t recap__generator_install_genstate(recap_generator_h gen, struct r
                                                  recap__genstate_t *s, recap__genstate_t **old_p,
                                                  struct recap_tracker **holder_p);
 
-/* Validates a 16-byte state and decodes it. */
-recap_status_t recap__state_decode(const uint8_t state[RECAP_STATE_BYTES], uint64_t *seed,
-                                   uint64_t *offset);
-void recap__state_encode(uint64_t seed, uint64_t offset, uint8_t state[RECAP_STATE_BYTES]);
-
 /* Draws `inc` values per thread (a multiple of 4) for work on `stream`: by value outside a
  * capture (the offset advances; RECAP_ERR_INVALID_ARG when it would wrap), pointer-based inside
  * one (the capture-relative offset advances). */
 recap_status_t recap__generator_draw(recap_generator_h gen, recap_stream_t stream, uint64_t inc,
                                      recap_philox_args_t *args);
-
-/* Framework generators (rng/framework.c). */
-recap_status_t recap__fw_state_get(recap__genstate_t *gs, uint64_t *seed, uint64_t *offset);
-recap_status_t recap__fw_state_set(recap__genstate_t *gs, uint64_t seed, uint64_t offset);
-void recap__fw_state_release(recap__genstate_t *gs);
-recap_status_t recap__fw_get(recap_generator_h gen, uint64_t *seed, uint64_t *offset);
-recap_status_t recap__fw_set(recap_generator_h gen, uint64_t seed, uint64_t offset);
-recap_status_t recap__fw_new_state(recap_generator_h gen, uint64_t seed, uint64_t offset,
-                                   recap__genstate_t **s_p);
-/* With the generator's lock held: installs s and hands back the framework's object installed
- * before it (framework.c says how references move). */
-recap_status_t recap__fw_exchange(recap_generator_h gen, recap__genstate_t *s,
-                                  recap__genstate_t **old_p);
-int recap__fw_graph_safe(const recap_generator_h gen);
-/* The values of every framework generator alive (scope.c): up to cap entries, with ids that tell a
- * generator still alive at restore from a new one at the same address; the count alive. */
-typedef struct recap__fw_value {
-    recap_generator_h gen;
-    uint64_t id;
-    uint64_t seed, offset;
-} recap__fw_value_t;
-recap_status_t recap__fw_save_all(recap__fw_value_t *v, size_t cap, size_t *count_p);
-/* Writes back the values of those still alive; the first failure is returned. */
-recap_status_t recap__fw_restore_all(const recap__fw_value_t *v, size_t n);
-/* Framework generators created in this process and their distinct names, for RECAP_REPORT: each
- * name ended by a NUL, *len_p bytes in all (0 when they do not fit cap); *left_out_p: how many
- * names the list had no room for. */
-void recap__fw_seen(uint64_t *created_p, char *names, size_t cap, size_t *len_p,
-                    uint64_t *left_out_p);
-/* Destroying a framework generator: off the registry first (waits for scopes reading it), then,
- * after its state objects went back, the rest. */
-void recap__fw_unlink(recap_generator_h gen);
-void recap__fw_destroy(recap_generator_h gen);
-void recap__fw_atfork(recap__atfork_t when);
-
-/* Whether the calling thread is inside a framework operation recap called: recap's tracker,
- * snapshot and generator calls made from there would wait on locks the thread holds, so they
- * fail with RECAP_ERR_STATE instead. */
-/* Initial-exec: every fork reads it, and the default model costs a __tls_get_addr call. */
-extern __thread int recap__fw_depth __attribute__((tls_model("initial-exec")));
-static inline int recap__fw_in_op(void)
-{
-    return recap__fw_depth > 0;
-}
-#define RECAP_CHECK_NOT_IN_FRAMEWORK_OP(what)                                                 \
-    do {                                                                                     \
-        if (__builtin_expect(recap__fw_in_op(), 0))                                          \
-            return recap__fail(RECAP_ERR_STATE, "%s called from inside a framework generator " \
-                               "operation (recap holds the locks it would take)", (what));   \
-    } while (0)
 
 /* Trackers driving a generator (destroy refuses while any does). */
 void recap__generator_drive(recap_generator_h gen, int delta);
