@@ -139,6 +139,46 @@ START_TEST(nesting_the_switch_and_destroyed_trackers)
 }
 END_TEST
 
+/* Trackers created and destroyed in random order inside a scope: at leave, every tracker alive
+ * at enter and still alive is back where it was, whatever was created or destroyed around it. */
+START_TEST(churn_inside_a_scope_restores_the_survivors)
+{
+    enum { MOST = 64 };
+    recap_tracker_h t[2 * MOST] = {NULL};
+    uint64_t before[2 * MOST];
+    size_t n = 2 + (size_t)tu_rand_below(MOST - 1), total = n, i, k, ops;
+    recap_exact_scope_h scope;
+    uint32_t w[3 * NW];
+
+    for (i = 0; i < n; i++) {
+        t[i] = seeded(RECAP_DEVICE_HOST, 0, NULL, 1 + (int64_t)i);
+        for (k = tu_rand_below(3); k > 0; k--)
+            host_step(t[i], w);
+        before[i] = gen_offset(t[i]);
+    }
+    ck_assert_ok(recap_exact_capture_enter(&scope));
+    for (ops = 4 * n; ops > 0; ops--) {
+        k = (size_t)tu_rand_below(total);
+        if (tu_rand_below(3) == 0 && total < 2 * MOST) {
+            t[total++] = seeded(RECAP_DEVICE_HOST, 0, NULL, 1000 + (int64_t)ops);
+        } else if (t[k] != NULL && tu_rand_below(4) == 0) {
+            ck_assert_ok(recap_tracker_destroy(t[k]));
+            t[k] = NULL;
+        } else if (t[k] != NULL) {
+            host_step(t[k], w);
+        }
+    }
+    ck_assert_ok(recap_exact_capture_leave(scope));
+    for (i = 0; i < total; i++) {
+        if (t[i] == NULL)
+            continue;
+        if (i < n)
+            ck_assert_uint_eq(gen_offset(t[i]), before[i]);
+        ck_assert_ok(recap_tracker_destroy(t[i]));
+    }
+}
+END_TEST
+
 /* A framework that fails to take its state back: leave returns its status, restores the rest and
  * frees the scope. */
 START_TEST(failing_restore_is_reported_and_the_rest_restored)
@@ -258,6 +298,7 @@ int main(void)
     tcase_add_loop_test(tc, warm_up_inside_a_scope_leaves_no_trace, 0, 4);
     tcase_add_test(tc, lone_framework_generator_is_restored);
     tcase_add_test(tc, nesting_the_switch_and_destroyed_trackers);
+    tcase_add_test(tc, churn_inside_a_scope_restores_the_survivors);
     tcase_add_test(tc, failing_restore_is_reported_and_the_rest_restored);
     tcase_add_test(tc, graph_after_a_scope_replays_the_eager_steps);
     tcase_add_test(tc, scope_refused_inside_a_capture);

@@ -214,12 +214,15 @@ static recap_status_t restore_trackers(recap_exact_scope_h scope)
 
     if (ts == NULL)
         return recap__fail(RECAP_ERR_NO_MEMORY, "exact-capture scope");
+    /* The list and the saved entries are both in falling registration order (the list grows at
+     * its head, with rising ids), so one walk of each finds the survivors: linear in trackers. */
     pthread_mutex_lock(&reg_lock);
+    t = reg_head;
     for (i = 0; i < scope->ntr; i++) {
-        for (t = reg_head; t != NULL && !(t == scope->tr[i].t && t->reg_id == scope->tr[i].id);
-             t = t->reg_next)
-            ;
-        ts[i] = t; /* NULL: destroyed inside the scope */
+        while (t != NULL && t->reg_id > scope->tr[i].id)
+            t = t->reg_next; /* created inside the scope */
+        /* NULL: destroyed inside the scope */
+        ts[i] = t != NULL && t->reg_id == scope->tr[i].id && t == scope->tr[i].t ? t : NULL;
     }
     pin(ts, scope->ntr, 1);
     pthread_mutex_unlock(&reg_lock);
