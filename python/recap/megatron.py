@@ -28,13 +28,13 @@ import logging
 import sys
 import threading
 import weakref
-from typing import Any, Callable, Dict, List, Optional, Union
+from typing import Any, Callable, Dict, List, Optional
 
 from . import torch as rtorch  # first: without torch, its one clear ImportError
 from . import _abi, _ext
 import torch
 from torch.utils.checkpoint import detach_variable
-from . import _lib
+from . import _lib, _megatron_install
 from ._lib import check, lib
 
 try:  # Transformer Engine is optional, as in Megatron
@@ -72,55 +72,11 @@ _log = logging.getLogger("megatron.core.tensor_parallel.random")
 
 # ------------------------------------------------------------------ torch state helpers (Megatron's)
 
-
-def _device_index(device) -> int:
-    if isinstance(device, str):
-        device = torch.device(device)
-    elif isinstance(device, int):
-        device = torch.device("cuda", device) if device >= 0 else torch.device("cuda")
-    idx = device.index
-    return torch.cuda.current_device() if idx is None else idx
-
-
-def _get_cuda_rng_state(device: Union[int, str, torch.device] = "cuda", clone: bool = False,
-                        graph_safe: bool = False):
-    """The device's generator state: a uint8[16] tensor, or (graph_safe) a Generator sharing
-    the default generator's current state object (a new state with clone)."""
-    if not graph_safe:
-        return torch.cuda.random.get_rng_state(device=device)
-    torch.cuda.init()
-    g = torch.cuda.default_generators[_device_index(device)]
-    return g.clone_state() if clone else g.graphsafe_get_state()
-
-
-def _set_cuda_rng_state(new_state, device: int = -1, graph_safe: bool = False) -> None:
-    """Sets the device's generator state (a value, or with graph_safe a state object)."""
-    torch.cuda.init()
-    g = torch.cuda.default_generators[_device_index(device)]
-    if graph_safe:
-        g.graphsafe_set_state(new_state)
-    else:
-        g.set_state(new_state)
-
-
-def convert_cuda_rng_state(state, to_graphable: bool = False):
-    """A state's value form (uint8[16] tensor) and graph-safe form (torch.Generator)."""
-    if to_graphable:
-        if isinstance(state, torch.Tensor):
-            g = torch.cuda.default_generators[torch.cuda.current_device()]
-            saved = g.get_state()
-            g.set_state(state)
-            out = g.clone_state()
-            g.set_state(saved)
-            return out
-        if isinstance(state, torch.Generator):
-            return state
-    else:
-        if isinstance(state, torch.Tensor):
-            return state
-        if isinstance(state, torch.Generator):
-            return state.get_state()
-    raise ValueError(f"Invalid state type: {type(state)}")
+# Megatron's names for them, defined in recap/_megatron_state.py; the parallel layout's helpers in
+# recap/_megatron_parallel.py.
+from ._megatron_state import (_device_index, _get_cuda_rng_state, _set_cuda_rng_state,  # noqa: E402,F401
+                              _state_value, _value_tensor, convert_cuda_rng_state)
+from ._megatron_parallel import _gather_1d, _rank, _split_1d, _world  # noqa: E402
 
 
 def get_expert_parallel_rng_tracker_name() -> str:
@@ -134,19 +90,6 @@ def get_data_parallel_rng_tracker_name() -> str:
 def get_gtp_remat_rng_tracker_name(is_expert: bool = False) -> str:
     return _EXPERT_GTP_REMAT_RNG_TRACKER_NAME if is_expert else _GTP_REMAT_RNG_TRACKER_NAME
 
-
-def _state_value(state) -> bytes:
-    """16 bytes of a state given as a tensor or a Generator."""
-    t = convert_cuda_rng_state(state, to_graphable=False)
-    t = t.detach().to("cpu").contiguous().view(torch.uint8)
-    if t.numel() != _abi.RECAP_STATE_BYTES:
-        raise ValueError(f"a CUDA generator state is {_abi.RECAP_STATE_BYTES} bytes, not "
-                         f"{t.numel()}")
-    return bytes(t.numpy().tobytes())
-
-
-def _value_tensor(b: bytes) -> torch.Tensor:
-    return torch.frombuffer(bytearray(b), dtype=torch.uint8)
 
 # ------------------------------------------------------------------ the tracker
 
@@ -488,31 +431,6 @@ def get_cuda_rng_tracker(use_te_rng_tracker: bool = False, inference_rng_tracker
     return _CUDA_RNG_STATE_TRACKER
 
 
-def _parallel_state():
-    try:
-        from megatron.core import parallel_state
-        return parallel_state
-    except ImportError:
-        return None
-
-
-def _rank(getter: str, override: Optional[int]) -> int:
-    if override is not None:
-        return override
-    ps = _parallel_state()
-    if ps is None:
-        return 0
-    r = getattr(ps, getter)()
-    return 0 if r is None else r
-
-
-def _world(getter: str) -> int:
-    ps = _parallel_state()
-    fn = getattr(ps, getter, None) if ps is not None else None
-    w = fn() if fn is not None else 1
-    return 1 if not w else w
-
-
 def model_parallel_cuda_manual_seed(seed: int, te_rng_tracker: bool = False,
                                     inference_rng_tracker: bool = False,
                                     use_cudagraphable_rng: bool = False,
@@ -652,16 +570,6 @@ def _graph_warmup_or_capture() -> bool:
     except (ImportError, AttributeError):
         pass
     return torch.cuda.is_available() and torch.cuda.is_current_stream_capturing()
-
-
-def _split_1d(t: torch.Tensor) -> torch.Tensor:
-    from megatron.core.tensor_parallel.utils import split_tensor_into_1d_equal_chunks
-    return split_tensor_into_1d_equal_chunks(t, new_buffer=True)
-
-
-def _gather_1d(t: torch.Tensor) -> torch.Tensor:
-    from megatron.core.tensor_parallel.utils import gather_split_1d_tensor
-    return gather_split_1d_tensor(t)
 
 
 class CheckpointFunction(torch.autograd.Function):
@@ -846,7 +754,7 @@ class CheckpointWithoutOutputManager:
 
 # ------------------------------------------------------------------ install
 
-
+# The names megatron.core.tensor_parallel re-exports from its random module.
 _REEXPORTED = ["CheckpointWithoutOutput", "checkpoint", "convert_cuda_rng_state",
                "get_cuda_rng_tracker", "get_data_parallel_rng_tracker_name",
                "get_expert_parallel_rng_tracker_name", "is_graph_safe_cuda_rng_tracker",
@@ -854,151 +762,19 @@ _REEXPORTED = ["CheckpointWithoutOutput", "checkpoint", "convert_cuda_rng_state"
 _installed = False
 
 
-def _te_tracker_class():
-    """TE's tracker is graph-safe with a no-argument constructor."""
-    class TECudaRNGStatesTracker(CudaRNGStatesTracker):
-        def __init__(self, is_inference_rng_tracker: bool = False):
-            super().__init__(use_cudagraphable_rng=True,
-                             is_inference_rng_tracker=is_inference_rng_tracker)
-    return TECudaRNGStatesTracker
-
-
-class _AliasFinder:
-    """Answers the import of megatron.core.tensor_parallel.random with this module, through
-    the normal import path (so the package gets its ``random`` attribute as usual)."""
-
-    TARGET = "megatron.core.tensor_parallel.random"
-    TE = "megatron.core.extensions.transformer_engine"
-    GRAPHS = "megatron.core.transformer.cuda_graphs"
-
-    def find_spec(self, fullname, path=None, target=None):
-        import importlib.machinery
-        import importlib.util
-        if fullname == self.TARGET:
-            return importlib.util.spec_from_loader(fullname, self)
-        if fullname == self.GRAPHS:
-            spec = importlib.machinery.PathFinder.find_spec(fullname, path)
-            if spec is not None and spec.loader is not None:
-                real_graphs = spec.loader.exec_module
-
-                def exec_graphs(module, _real=real_graphs):
-                    _real(module)
-                    _wrap_create_cudagraphs(module)
-                spec.loader.exec_module = exec_graphs
-            return spec
-        if fullname == self.TE and not HAVE_TE:
-            # Megatron's module, then its TE tracker (a MagicMock class without TE) replaced.
-            spec = importlib.machinery.PathFinder.find_spec(fullname, path)
-            if spec is not None and spec.loader is not None:
-                real = spec.loader.exec_module
-
-                def exec_module(module, _real=real):
-                    _real(module)
-                    module.TECudaRNGStatesTracker = _te_tracker_class()
-                spec.loader.exec_module = exec_module
-            return spec
-        return None
-
-    def create_module(self, spec):
-        return sys.modules[__name__]
-
-    def exec_module(self, module):
-        pass
-
-
-_finder = _AliasFinder()
-
-
 def install() -> None:
     """Makes Megatron-Core use this module: ``megatron.core.tensor_parallel.random`` becomes it
     (imported later, through an import hook, or already, by replacing the module and the names
     other Megatron modules imported from it); without Transformer Engine,
     ``TECudaRNGStatesTracker`` (a MagicMock class in Megatron then) becomes recap's graph-safe
-    tracker. Also installs automatic registration (recap.torch.install). Idempotent."""
+    tracker. Also installs automatic registration (recap.torch.install). Idempotent. (How:
+    recap/_megatron_install.py.)"""
     global _installed
-    rtorch.install()
-    me = sys.modules[__name__]
-    name = _AliasFinder.TARGET
-    old = sys.modules.get(name)
-    if _finder not in sys.meta_path:
-        sys.meta_path.insert(0, _finder)
-    if old is not None and old is not me:
-        sys.modules[name] = me
-        replace = {id(getattr(old, k)): getattr(me, k) for k in dir(me)
-                   if hasattr(old, k) and not k.startswith("__")
-                   and callable(getattr(old, k, None))}
-        for mod_name, mod in list(sys.modules.items()):
-            if not mod_name.startswith("megatron") or mod is me:
-                continue
-            for k, v in list(vars(mod).items()):
-                if id(v) in replace and v is not replace[id(v)]:
-                    setattr(mod, k, replace[id(v)])
-        pkg = sys.modules.get("megatron.core.tensor_parallel")
-        if pkg is not None:
-            pkg.random = me
-            for k in _REEXPORTED:
-                setattr(pkg, k, getattr(me, k))
-    if not HAVE_TE:
-        _replace_te_tracker()
-    _wrap_create_cudagraphs()
+    _megatron_install.install(sys.modules[__name__])
     _installed = True
-
-
-def _wrap_create_cudagraphs(module=None) -> None:
-    """Megatron's local CUDA-graph path warms up and captures every recorded layer in
-    create_cudagraphs(): inside recap.torch.exact_capture the generators come out of it where the
-    eager first step left them, so graphed steps draw what eager steps would. Then each layer's
-    graphs replay once against the layer run eagerly from the same states (recap/
-    _verify_megatron.py; RECAP_VERIFY_GRAPHS: raise, the default, warn, or 0)."""
-    if module is None:
-        try:
-            import megatron.core.transformer.cuda_graphs as module
-        except Exception:  # noqa: BLE001 - Megatron absent or broken
-            return
-    rec = getattr(module, "_CudagraphGlobalRecord", None)
-    orig = getattr(rec, "create_cudagraphs", None) if rec is not None else None
-    if orig is None or getattr(orig, "_recap_exact", False):
-        return
-
-    def create_cudagraphs(cls, _orig=orig.__func__):
-        from . import _verify, _verify_megatron
-        how = _verify.mode(None)
-        record = list(getattr(cls, "cudagraph_record", ()) or ()) if how != "off" else []
-        sdpa = _verify.SdpaRecorder() if record else contextlib.nullcontext()
-        with sdpa, rtorch.exact_capture():
-            out = _orig(cls)
-        if record:
-            try:
-                with rtorch.exact_capture():  # (each phase restores its own; this, the whole)
-                    _verify_megatron.check_records(record, how, sdpa)
-            except _verify.GraphMismatch:
-                raise
-            except Exception as e:  # noqa: BLE001 - the check cannot do its part: the graphs
-                # Megatron made stand, as they would without recap; said once
-                _lib.log_once("warn", f"recap: create_cudagraphs: the check at capture could "
-                              f"not run ({type(e).__name__}: {e}); the graphs are not checked")
-        return out
-    create_cudagraphs._recap_exact = True
-    rec.create_cudagraphs = classmethod(create_cudagraphs)
 
 
 def install_hook() -> None:
     """The part of install() that needs nothing imported: Megatron's module is answered with
     this one whenever it is imported (recap-run's start-up, before Megatron is)."""
-    if _finder not in sys.meta_path:
-        sys.meta_path.insert(0, _finder)
-    if "megatron.core.tensor_parallel.random" in sys.modules or \
-            "megatron.core.extensions.transformer_engine" in sys.modules:
-        install()
-    else:
-        rtorch.install()
-
-
-def _replace_te_tracker() -> None:
-    try:
-        import megatron.core.extensions.transformer_engine as te
-    except Exception:  # noqa: BLE001 - Megatron absent or broken: nothing to fix
-        return
-    if not isinstance(getattr(te, "TECudaRNGStatesTracker", None), type) or \
-            getattr(te, "HAVE_TE", True) is False:
-        te.TECudaRNGStatesTracker = _te_tracker_class()
+    _megatron_install.install_hook(sys.modules[__name__])

@@ -80,6 +80,13 @@ class MegatronSurface(unittest.TestCase):
     def setUp(self):
         tree = _module_tree("megatron.py")
         self.functions = {n.name: _params(n) for n in tree.body if isinstance(n, ast.FunctionDef)}
+        # Megatron's names recap.megatron defines in a helper module and imports (from .x import)
+        for imp in tree.body:
+            if isinstance(imp, ast.ImportFrom) and imp.level == 1 and imp.module:
+                names = {a.name for a in imp.names}
+                helper = _module_tree(imp.module.replace(".", os.sep) + ".py")
+                self.functions.update({n.name: _params(n) for n in helper.body
+                                       if isinstance(n, ast.FunctionDef) and n.name in names})
         self.classes = {n.name: {m.name: _params(m) for m in n.body
                                  if isinstance(m, ast.FunctionDef)}
                         for n in tree.body if isinstance(n, ast.ClassDef)}
