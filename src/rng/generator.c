@@ -10,7 +10,6 @@
 #include "rng/exchange.h"
 #include "rng/generator.h"
 #include "rng/port.h"
-#include "rng/registry.h"
 
 recap_status_t recap__generator_new_state(recap_generator_h gen, uint64_t seed, uint64_t offset,
                                           recap__genstate_t **s_p)
