@@ -26,6 +26,7 @@ struct recap__rng_record {
     size_t n;
     struct {
         recap__genstate_t *gs;
+        recap__genstate_capture_t *cx; /* gs's capture part: a record's states are primed */
         uint64_t inc;
     } e[];
 };
@@ -62,6 +63,7 @@ void recap__record_set(recap__rng_record_t *rec, size_t i, recap__genstate_t *gs
 {
     recap__genstate_ref(gs);
     rec->e[i].gs = gs;
+    rec->e[i].cx = recap__capture_part(gs); /* read once here, not on every launch */
     rec->e[i].inc = inc;
 }
 
@@ -310,7 +312,7 @@ static recap_status_t advance(recap__rng_record_t *r, recap_graph_exec_t exec, C
     recap__lock_section_enter();
     for (i = 0; i < r->n; i++) {
         recap__genstate_t *gs = r->e[i].gs;
-        recap__genstate_capture_t *cx = recap__capture_part(gs); /* a record's states are primed */
+        recap__genstate_capture_t *cx = r->e[i].cx;
         uint64_t seed, base;
 
         /* Another stream than this state's last launch: order after it (launch_order.c). One
@@ -405,7 +407,7 @@ recap_status_t recap_graph_launch_failed(recap_graph_exec_t exec)
     if (r == NULL)
         return RECAP_OK;
     for (i = 0; i < r->n; i++) {
-        recap__genstate_capture_t *cx = recap__capture_part(r->e[i].gs);
+        recap__genstate_capture_t *cx = r->e[i].cx;
 
         recap__lock(&cx->slot_lock);
         cx->slot_valid = 0;
@@ -431,7 +433,7 @@ recap_status_t recap_graph_launched(recap_graph_exec_t exec, recap_stream_t stre
     if (r == NULL)
         return RECAP_OK;
     for (i = 0; i < r->n; i++)
-        if (__atomic_load_n(&recap__capture_part(r->e[i].gs)->multi_stream, __ATOMIC_RELAXED)) {
+        if (__atomic_load_n(&r->e[i].cx->multi_stream, __ATOMIC_RELAXED)) {
             recap_status_t rst = recap__compose_record_after(r->e[i].gs, (CUstream)stream);
             if (rst != RECAP_OK)
                 st = rst;

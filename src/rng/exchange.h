@@ -67,7 +67,7 @@ recap__generator_try_exchange(recap_generator_h gen, int held, struct recap_trac
     recap__exchange_enter(gen, held);
     gs = gen->state;
     /* A host state is never captured; a device one is only while a capture runs somewhere. */
-    if (gs->fw != NULL || (gs->device >= 0 && recap__captures_running()) ||
+    if (gs->fw != NULL || recap__genstate_in_capture(gs) ||
         !recap__generator_take_fast(gen, claim, NULL)) {
         recap__exchange_leave(gen, held);
         return 0;

@@ -152,6 +152,8 @@ static int try_exchange(recap_generator_h gen, struct recap_tracker *claim, uint
 {
     int done;
 
+    if (gen->kind != &recap__own_kind)
+        return 0; /* the fast path is recap's own kind's: no section to enter for nothing */
     recap__lock_section_enter();
     done = recap__generator_try_exchange(gen, recap__gen_lock_held == &gen->lock, claim, seed,
                                          offset);
@@ -164,6 +166,8 @@ static int try_install(recap_generator_h gen, struct recap_tracker *claim, recap
 {
     int done;
 
+    if (gen->kind != &recap__own_kind)
+        return 0;
     recap__lock_section_enter();
     done = recap__generator_try_install(gen, recap__gen_lock_held == &gen->lock, claim, s, old_p);
     recap__lock_section_leave();
