@@ -78,23 +78,31 @@ def _module_tree(name):
 
 class MegatronSurface(unittest.TestCase):
     def setUp(self):
-        tree = _module_tree("megatron.py")
-        self.functions = {n.name: _params(n) for n in tree.body if isinstance(n, ast.FunctionDef)}
-        # Megatron's names recap.megatron defines in a helper module and imports (from .x import)
+        # recap.megatron is a package: Megatron's names are defined in its __init__ or in one of
+        # its modules and imported there (from ._x import ...), which is read as well.
+        tree = _module_tree(os.path.join("megatron", "__init__.py"))
+        self.functions, self.classes, self.assigned = {}, {}, set()
+        self._take(tree, None)
         for imp in tree.body:
             if isinstance(imp, ast.ImportFrom) and imp.level == 1 and imp.module:
-                names = {a.name for a in imp.names}
-                helper = _module_tree(imp.module.replace(".", os.sep) + ".py")
-                self.functions.update({n.name: _params(n) for n in helper.body
-                                       if isinstance(n, ast.FunctionDef) and n.name in names})
-        self.classes = {n.name: {m.name: _params(m) for m in n.body
-                                 if isinstance(m, ast.FunctionDef)}
-                        for n in tree.body if isinstance(n, ast.ClassDef)}
-        self.assigned = set()
+                self._take(_module_tree(os.path.join("megatron", imp.module + ".py")),
+                           {a.name for a in imp.names})
+
+    def _take(self, tree, names):
+        """The functions, classes (with their methods) and assigned names ``tree`` defines at
+        its top level (only ``names`` where given)."""
+        def wanted(name):
+            return names is None or name in names
+        for n in tree.body:
+            if isinstance(n, ast.FunctionDef) and wanted(n.name):
+                self.functions[n.name] = _params(n)
+            elif isinstance(n, ast.ClassDef) and wanted(n.name):
+                self.classes[n.name] = {m.name: _params(m) for m in n.body
+                                        if isinstance(m, ast.FunctionDef)}
         for n in ast.walk(tree):
             if isinstance(n, (ast.Assign, ast.AnnAssign)):
                 for t in (n.targets if isinstance(n, ast.Assign) else [n.target]):
-                    if isinstance(t, ast.Name):
+                    if isinstance(t, ast.Name) and wanted(t.id):
                         self.assigned.add(t.id)
 
     def test_every_megatron_function_with_its_parameters(self):

@@ -7,8 +7,8 @@ replaced. recap.megatron hands itself in (``me``): this module imports nothing o
 import contextlib
 import sys
 
-from . import _lib
-from . import torch as rtorch
+from .. import _lib
+from .. import torch as rtorch
 
 TARGET = "megatron.core.tensor_parallel.random"
 TE = "megatron.core.extensions.transformer_engine"
@@ -126,7 +126,7 @@ def wrap_create_cudagraphs(module=None) -> None:
         return
 
     def create_cudagraphs(cls, _orig=orig.__func__):
-        from . import _verify, _verify_megatron
+        from .. import _verify, _verify_megatron
         how = _verify.mode(None)
         record = list(getattr(cls, "cudagraph_record", ()) or ()) if how != "off" else []
         sdpa = _verify.SdpaRecorder() if record else contextlib.nullcontext()

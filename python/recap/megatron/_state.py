@@ -6,7 +6,7 @@ from typing import Union
 
 import torch
 
-from . import _abi
+from .. import _abi
 
 
 def _device_index(device) -> int:
