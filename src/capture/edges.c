@@ -179,11 +179,9 @@ out:
 /*
  * The edges of a level (walk.h says what it returns).
  *
- * Node by node where the driver can: the driver's whole-graph query is not linear. Measured on
- * an H100 with driver 580 (bench_compose, 2026-12-07): cuGraphGetEdges of a parent of 8,000 /
- * 64,000 chained child graph nodes took 8.8 / 461 ms, cuGraphNodeGetDependentNodes of every node
- * 0.24 / 6.0 ms; the walk of 64,000 children that draw nothing went from 493 to 65 ms (the
- * driver's own instantiate: 161 ms). The edges come grouped by node; what the walk checks with
+ * Node by node where the driver can: the driver's whole-graph query is not linear in the number
+ * of nodes, the per-node query is (bench/compose.c; the figures are in bench/results/host.md,
+ * "Composition walk at instantiate"). The edges come grouped by node; what the walk checks with
  * them (which parts reach which) does not depend on their order.
  */
 int recap__edges_of(recap__walk_t *w, CUgraph g, const CUgraphNode *nodes,
