@@ -16,7 +16,8 @@
  * freed when the thread ends (a pthread key's destructor). Thread-local storage holds only the
  * two pointers, in the initial-exec model: librecap's whole TLS block is static TLS, which a late
  * dlopen (Python's ctypes, a framework plugin) must find in glibc's small surplus, so it stays a
- * few words (tests/late_dlopen.sh). Without memory for a buffer, the message is the status's.
+ * few words (tests/package/late_dlopen.sh). Without memory for a buffer, the message is the
+ * status's.
  */
 #define MESSAGE_LEN 512
 static __thread char *buffer __attribute__((tls_model("initial-exec")));

@@ -11,7 +11,7 @@
  * The graph-safe RNG contract end to end, through recap's own capture calls: a captured step
  * (two fills from one generator) launched K times draws exactly what K eager runs of the step
  * draw on a twin generator that started from the same state, and no launch repeats the one
- * before it. Eager execution is the oracle, as in tests/test_capture.c.
+ * before it. Eager execution is the oracle, as in tests/capture/test_capture.c.
  */
 
 #define K 4

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Random123's kat_vectors for philox4x32 with 10 rounds, kept once: recap-probe's self-test
- * (src/probe/philox.c) and the suite (tests/test_philox.c) both check recap_philox4x32_10
+ * (src/probe/philox.c) and the suite (tests/rng/test_philox.c) both check recap_philox4x32_10
  * against them. Each row: counter (4 words), key (2 words), answer (4 words).
  */
 #ifndef RECAP_RNG_PHILOX_KAT_H

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * A program that knows nothing of recap and looks CUDA names up with dlsym, run by
- * tests/test_dlsym.c with and without LD_PRELOAD=librecap-preload.so:
+ * tests/hooks/test_dlsym.c with and without LD_PRELOAD=librecap-preload.so:
  *
  *   client shim     the CUDA driver (the test double, $RECAP_CUDA_DRIVER) loaded RTLD_LOCAL (as
  *                   the CUDA runtime loads it), then two plugins loaded RTLD_LOCAL that both need

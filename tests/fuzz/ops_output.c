@@ -19,7 +19,7 @@
 #include "base/sink.h"
 #include "base/text.h"
 #include "tests/fuzz/fuzz.h"
-#include "tests/value_framework.h"
+#include "tests/support/value_framework.h"
 
 /* Independent of src/base/json.c: the length of the UTF-8 sequence at s, 0 when invalid. */
 static size_t utf8_len(const unsigned char *s, size_t n)

@@ -18,7 +18,7 @@ static int capturing(void)
 }
 
 /* The checks that fill millions of words (half a second under the sanitizers) or replay graphs:
- * tests/test_probe.c runs them; here they would cut the inputs run per second tenfold. */
+ * tests/probe/test_probe.c runs them; here they would cut the inputs run per second tenfold. */
 static int slow(const char *check)
 {
     return strcmp(check, "philox") == 0 || strcmp(check, "replay") == 0;

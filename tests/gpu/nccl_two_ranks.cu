@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 // Two ranks, two processes, two GPUs, one NCCL communicator: the real counterpart of
-// tests/test_nccl.c (which runs on the CUDA test double with a fake NCCL). Run it with
+// tests/nccl/test_nccl.c (which runs on the CUDA test double with a fake NCCL). Run it with
 // tests/gpu/nccl_two_ranks.sh on a machine with two GPUs (it builds this file and exports
 // NCCL_NVLS_ENABLE=0: no NVLink multicast).
 //

@@ -10,8 +10,8 @@
  * handles, fault injection), which are skipped there.
  *
  * One program, a file a topic (test_double_<topic>.c, each adding its tests to the one case);
- * tests/test_double.c holds the rig they share: the driver's entry points, the context, kernels
- * and buffers each test starts with, and the helpers below.
+ * tests/double/test_double.c holds the rig they share: the driver's entry points, the context,
+ * kernels and buffers each test starts with, and the helpers below.
  */
 #ifndef RECAP_TESTS_TEST_DOUBLE_H
 #define RECAP_TESTS_TEST_DOUBLE_H
@@ -92,7 +92,7 @@ typedef struct {
     CUstreamCaptureMode initial_mode;
 } job_t;
 
-/* The rig's helpers (tests/test_double.c). */
+/* The rig's helpers (tests/double/test_double.c). */
 const char *en(CUresult rc);
 int is_double(void);
 CUstream new_stream(unsigned flags);

@@ -1,6 +1,7 @@
 #!/bin/sh
 # SPDX-License-Identifier: Apache-2.0
-# Linking is not interposing (tests/bindings_client.c, linked with librecap before the driver):
+# Linking is not interposing (tests/hooks/bindings_client.c, linked with librecap before the
+# driver):
 #  1. run plainly, the dynamic linker binds none of the program's dlsym, cu* or cuda* references
 #     to librecap (LD_DEBUG=bindings, every symbol bound at start: LD_BIND_NOW);
 #  2. run with recap's interposer object preloaded, it binds dlsym and the driver's graph entry

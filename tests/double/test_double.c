@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* The CUDA test double follows the driver's stream-capture and graph rules: the rig and main
- * (tests/test_double.h says how the suite is laid out). */
+ * (tests/double/test_double.h says how the suite is laid out). */
 #include "test_double.h"
 
 #define DEF(f) __typeof__(f) *p_##f;

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * Framework generators: a framework's own generator (tests/fake_framework.c) driven by recap's
- * tracker, seeding and snapshots. The framework's kernel draws what cuRAND's host generator
+ * Framework generators: a framework's own generator (tests/support/fake_framework.c) driven by
+ * recap's tracker, seeding and snapshots. The framework's kernel draws what cuRAND's host generator
  * gives for the framework's current state, so every draw inside a fork is checked against
  * cuRAND at the state the fork should have installed. (The tracker, seeding and snapshot suites
  * also run whole on a framework generator: test_*_fw.)

@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * For tests/bindings.sh: a program linked with -lrecap for its API, before the driver (the CUDA
- * test double stands in for libcuda), that also calls dlsym and driver graph entry points of its
- * own. Linking recap must bind none of them to recap; preloading recap's interposer object must
- * bind them to it.
+ * For tests/hooks/bindings.sh: a program linked with -lrecap for its API, before the driver (the
+ * CUDA test double stands in for libcuda), that also calls dlsym and driver graph entry points of
+ * its own. Linking recap must bind none of them to recap; preloading recap's interposer object
+ * must bind them to it.
  */
 #define _GNU_SOURCE
 #include <cuda.h>

@@ -12,8 +12,8 @@
 #     declare is in the map;
 #  3. the nodes are RECAP_<major>.0 to RECAP_<major>.<minor> of configure's ABI version, none
 #     empty; the file is librecap.so.<major>.<minor>.<revision> with soname librecap.so.<major>;
-#  4. a program built against this tree (tests/abi_client.c) references each function it calls
-#     at the node that added it, runs, and prints configure's ABI version.
+#  4. a program built against this tree (tests/package/abi_client.c) references each function it
+#     calls at the node that added it, runs, and prints configure's ABI version.
 lib=src/.libs/librecap.so
 interposer=src/.libs/librecap-preload.so
 map=$srcdir/src/librecap.map
@@ -87,8 +87,8 @@ soname=$(${READELF:-readelf} -d "$lib" | sed -n 's/.*Library soname: \[\(.*\)\]/
 
 # 4: a program built against this tree.
 ${CC:-cc} $ABI_CFLAGS $ABI_LDFLAGS -I"$srcdir/include" -Iinclude -o "$tmp/client" \
-    "$srcdir/tests/abi_client.c" -L"$(pwd)/src/.libs" -lrecap ||
-    { echo "abi: cannot build tests/abi_client.c"; exit 1; }
+    "$srcdir/tests/package/abi_client.c" -L"$(pwd)/src/.libs" -lrecap ||
+    { echo "abi: cannot build tests/package/abi_client.c"; exit 1; }
 refs=$(${READELF:-readelf} --dyn-syms -W "$tmp/client" | awk '$7 == "UND" && $8 ~ /^recap_/ { print $8 }')
 [ -n "$refs" ] || say "the client references no recap_ function"
 for r in $refs; do

@@ -2,7 +2,7 @@
 """Checks that what recap writes as JSON is valid UTF-8 JSON (RFC 8259), with a strict parser:
 the bytes decode as UTF-8 with errors="strict", json.loads (strict: no raw control characters in
 strings) parses them, and every string holds the bytes it was given, invalid UTF-8 replaced by
-U+FFFD per maximal invalid subpart (Python's errors="replace"). For tests/test_json.c:
+U+FFFD per maximal invalid subpart (Python's errors="replace"). For tests/base/test_json.c:
 
   json_check.py quote CLIENT SEED        recap's JSON strings of random bytes (json_client quote)
   json_check.py array CLIENT SEED        random lists of names as JSON arrays in every size up to

@@ -23,7 +23,8 @@ seed=${UNLOAD_SEED:-$(od -An -N4 -tu4 /dev/urandom | tr -d ' ')}
 rc=$?
 if [ $rc -ne 0 ]; then
     [ $rc -gt 128 ] && echo "unload: killed by signal $((rc - 128))"
-    echo "unload: failed with seed $seed (replay: UNLOAD_SEED=$seed make check TESTS=tests/unload.sh)"
+    echo "unload: failed with seed $seed" \
+        "(replay: UNLOAD_SEED=$seed make check TESTS=tests/package/unload.sh)"
     fail=1
 fi
 exit $fail

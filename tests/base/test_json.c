@@ -2,7 +2,7 @@
 /*
  * Output that stays valid: every string recap writes into JSON, whatever its bytes (control
  * characters, quotes, backslashes, invalid UTF-8), comes out as valid UTF-8 JSON, checked by
- * Python's strict parser (tests/json_check.py): recap's JSON strings of random bytes, lists of
+ * Python's strict parser (tests/base/json_check.py): recap's JSON strings of random bytes, lists of
  * random names as arrays in every size up to what they need (whole names, nothing written past
  * the size), the
  * RECAP_REPORT line of a process whose framework generators have random byte names (one line, a
@@ -15,7 +15,7 @@
 
 #include "testutil.h"
 
-#define CHECK "python3 " RECAP_SRCDIR "/tests/json_check.py "
+#define CHECK "python3 " RECAP_SRCDIR "/tests/base/json_check.py "
 #define CLIENT RECAP_BUILDDIR "/tests/json_client"
 #define PROBE RECAP_BUILDDIR "/src/tools/recap-probe"
 
@@ -81,7 +81,7 @@ int main(void)
     tcase_add_test(tc, report_line_of_random_framework_names_is_valid_json);
     tcase_add_test(tc, probe_json_of_random_settings_is_valid_json);
     /* --run preloads librecap into another program: not a sanitizer-built one, whose runtime
-     * must come first (as in tests/test_probe.c) */
+     * must come first (as in tests/probe/test_probe.c) */
     if (getenv("RECAP_TEST_NO_PRELOAD") == NULL && getenv("RECAP_TEST_PRELOAD_FIRST") == NULL)
         tcase_add_test(tc, probe_run_of_random_framework_names_is_valid_json);
     suite_add_tcase(s, tc);

@@ -63,8 +63,8 @@ int ref_curand_uniform_double(uint64_t seed, uint64_t offset, double *out, size_
 
 /* The framework variant of a suite (built with -DRECAP_TEST_FRAMEWORK): every tracker the suite
  * creates without a generator of its own drives a framework's generator instead
- * (tests/fake_framework.c), so the same tests check that recap drives a framework exactly as it
- * drives its own generators; destroying the tracker checks that every state object recap took
+ * (tests/support/fake_framework.c), so the same tests check that recap drives a framework exactly
+ * as it drives its own generators; destroying the tracker checks that every state object recap took
  * from the framework was given back. */
 #ifdef RECAP_TEST_FRAMEWORK
 recap_status_t tu_tracker_create(const recap_tracker_params_t *params, recap_tracker_h *tracker_p);

@@ -17,7 +17,7 @@ reads=$(cd "$srcdir" && {
         --include='*.c' --include='*.h' --include='*.cpp' --include='*.cu' .
     py="(environ\.get|environ\.setdefault|getenv)\(['\"]RECAP_[A-Z0-9_]+"
     grep -rhoE "$py|environ\[['\"]RECAP_[A-Z0-9_]+" --include='*.py' .
-    for f in scripts/* .ci/run tests/*.sh tests/install/check-installed; do
+    for f in scripts/* .ci/run tests/*/*.sh tests/install/check-installed; do
         [ -f "$f" ] && grep -hoE '\$\{?RECAP_[A-Z0-9_]+' "$f"
     done
 } | grep -oE 'RECAP_[A-Z0-9_]+' | sort -u)

@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: Apache-2.0
-"""Checks what recap writes for people to read, fed random hostile bytes (tests/log_lines.sh):
+"""Checks what recap writes for people to read, fed random hostile bytes (tests/base/log_lines.sh):
 
   text_check.py log CLIENT SEED      values of settings (RECAP_LOG_TIME, RECAP_LOG_FILE), a host's
                                      message and framework and state names (tests/log_line_client):
@@ -96,7 +96,7 @@ def flagged_sets(rng):
     """Lists of distinct names: random ones, then lists whose JSON arrays end near the 1000 bytes
     the report gives them: four names of 200 characters, a fifth of 150 to 220 through the sweep,
     then short ones (in the order the libtool wrapper's shell passes them on, so on which byte
-    each ends varies; tests/test_json.c's arrays cross every byte)."""
+    each ends varies; tests/base/test_json.c's arrays cross every byte)."""
     for _ in range(6):
         names = []
         for _ in range(rng.randint(0, 40)):

@@ -3,7 +3,8 @@
  * A host program that knows nothing of recap's hooks: it finds the driver the way the CUDA
  * runtime does (dlopen, dlsym of cuGetProcAddress, then every entry point through it), captures a
  * recap fill on a stream with the driver's own capture calls, and replays the graph. Run by
- * tests/test_preload.c with and without LD_PRELOAD=librecap-preload.so, against the CUDA test double.
+ * tests/hooks/test_preload.c with and without LD_PRELOAD=librecap-preload.so, against the CUDA
+ * test double.
  *
  * Exit 0: the lookups were hooked as expected and K replays equal K eager runs.
  * Exit 3: the captured draw was refused (RECAP_ERR_NOT_REGISTERED): no hook active.

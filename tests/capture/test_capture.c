@@ -648,7 +648,7 @@ END_TEST
 
 /* Priming allocates device slots while another thread's global-mode capture is open: recap does
  * it under the relaxed capture mode, so that capture survives and replays correctly. (An
- * allocation in the global mode would invalidate it: tests/test_double.c shows the rule.) */
+ * allocation in the global mode would invalidate it: tests/double/test_double.c shows the rule.) */
 typedef struct {
     recap_generator_h gen;
     void *buf;

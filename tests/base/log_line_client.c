@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * For test_log and tests/log_lines.sh: a host that writes through recap's log, in a process of
+ * For test_log and tests/base/log_lines.sh: a host that writes through recap's log, in a process of
  * its own (recap reads RECAP_LOG* and the rank once, at load).
  *   log_line_client LEVEL MESSAGE   recap_log_write(LEVEL, MESSAGE); prints the status on stdout
  *   log_line_client names NAME      a framework generator named NAME (an INFO line names it) and
@@ -13,7 +13,7 @@
 #include <string.h>
 
 #include "recap.h"
-#include "tests/value_framework.h"
+#include "tests/support/value_framework.h"
 
 static int names(const char *name)
 {

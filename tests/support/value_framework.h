@@ -2,7 +2,7 @@
 /*
  * The smallest framework generator recap takes: the value form only, its state a buffer of
  * RECAP_STATE_BYTES the caller owns. For the programs that only need framework generators to
- * exist with given names (tests/json_client.c, the fuzzer's tests/fuzz/ops_output.c).
+ * exist with given names (tests/base/json_client.c, the fuzzer's tests/fuzz/ops_output.c).
  */
 #ifndef RECAP_TESTS_VALUE_FRAMEWORK_H
 #define RECAP_TESTS_VALUE_FRAMEWORK_H

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * A program built against the headers and the library of this tree (tests/abi.sh builds it):
- * it calls a function of each ABI version's node, so abi.sh can check that each reference the
+ * A program built against the headers and the library of this tree (tests/package/abi.sh builds
+ * it): it calls a function of each ABI version's node, so abi.sh can check that each reference the
  * linker recorded is at the node that added the function, then runs it and compares the ABI
  * version it prints with configure's.
  */

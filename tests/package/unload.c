@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * For tests/unload.sh: librecap (argv[1]) dlopened by a program that does not link it, as a
+ * For tests/package/unload.sh: librecap (argv[1]) dlopened by a program that does not link it, as a
  * framework plugin loads it, and dlclosed while threads that used it are still alive. Each thread
  * runs a random order of tracker calls (create, add, fork/unfork, snapshots, a checkpoint, which
  * caches snapshots per thread, a failing call, which leaves a per-thread message; destroy), then

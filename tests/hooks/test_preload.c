@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The LD_PRELOAD front end against the CUDA test double: a host that finds the driver through
- * dlsym/cuGetProcAddress (tests/preload_client.c) is hooked when librecap is preloaded (its
+ * dlsym/cuGetProcAddress (tests/hooks/preload_client.c) is hooked when librecap is preloaded (its
  * captures are primed, replays equal eager runs), not hooked otherwise, and RECAP_HOOKS=off
  * turns the hooks off. The client runs as a child process with its own environment.
  */

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * For tests/late_dlopen.sh: loads librecap (argv[1]) late, with dlopen, as Python's ctypes or a
- * framework plugin does, then has two threads fail a call each and read their own last-error
+ * For tests/package/late_dlopen.sh: loads librecap (argv[1]) late, with dlopen, as Python's ctypes
+ * or a framework plugin does, then has two threads fail a call each and read their own last-error
  * message (the buffer each allocates at its first failure and frees at its exit).
  */
 #include <dlfcn.h>

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * For tests/test_json.c (through tests/json_check.py): what recap writes as JSON from bytes.
+ * For tests/base/test_json.c (through tests/base/json_check.py): what recap writes as JSON from
+ * bytes.
  *   json_client quote SEED N   N random byte strings, one line each: their hex, a tab, and
  *                              recap's JSON string of them (src/base/json.c)
  *   json_client array SEED N   N random lists of names (no NUL), each written as a JSON array
@@ -18,7 +19,7 @@
 
 #include "base/json.h"
 #include "recap.h"
-#include "tests/value_framework.h"
+#include "tests/support/value_framework.h"
 
 static uint64_t rng;
 

@@ -3,7 +3,7 @@
 # librecap preloaded into ordinary programs (a shell, a fork+exec chain, a threaded C program,
 # Python when there is one) with garbage in recap's settings: each program's stdout and exit
 # status are those of the plain run, and so is its stderr once recap's one line per value it did
-# not understand is set aside (recap says so even with logging off: tests/test_log.c). Run from
+# not understand is set aside (recap says so even with logging off: tests/base/test_log.c). Run from
 # the build directory (make check). Under scripts/ci-sanitize the sanitizer's runtime comes first
 # in LD_PRELOAD (RECAP_TEST_PRELOAD_FIRST) and leak checking of the hosts is off (their leaks are
 # not recap's).
