@@ -78,7 +78,6 @@ from ._checkpoint import (HAVE_TE, CheckpointFunction, CheckpointWithoutOutput, 
 _checkpoint._m = sys.modules[__name__]
 
 
-
 def get_expert_parallel_rng_tracker_name() -> str:
     return _EXPERT_PARALLEL_RNG_TRACKER_NAME
 

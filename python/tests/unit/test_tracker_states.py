@@ -101,7 +101,8 @@ class TrackerStates(unittest.TestCase):
                 if self.rng.random() < 0.25:  # not a generator state: kept as given
                     want[n] = self.rng.choice([None, object(), "opaque", (1, 2)])
                 else:
-                    want[n] = self.value(self.rng.randrange(1 << 64), 4 * self.rng.randrange(1 << 40))
+                    want[n] = self.value(self.rng.randrange(1 << 64),
+                                         4 * self.rng.randrange(1 << 40))
             given = {n: torch.tensor(list(v), dtype=torch.uint8) if isinstance(v, bytes) else v
                      for n, v in want.items()}
             (wa, a), (wb, b) = self.rng.sample(self.backends(), 2)
